@@ -1,0 +1,80 @@
+"""Byte-level BPE: text to GPT-2 token ids and back.
+
+Owns the `Encoder` class. It is built from the two things `load.py` read from disk, the token
+table of encoder.json and the merge list of vocab.bpe, and does no I/O of its own.
+"""
+
+import regex
+
+END_OF_TEXT = 50256  # id of "<|endoftext|>" in GPT-2's encoder.json
+
+# GPT-2 cuts text into pieces before BPE: English contractions (lower case only, as OpenAI's
+# encoder does), letter runs, digit runs and other-symbol runs, each with at most one leading
+# space, then whitespace. BPE never merges across two pieces.
+PIECES = regex.compile(
+    r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
+
+
+def bytes_to_unicode() -> dict[int, str]:
+    """Map each of the 256 byte values to the printable character encoder.json spells it with."""
+    # bytes that are printable Latin-1 stand for themselves; the others are moved up past 255
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
+                 *range(ord("®"), ord("ÿ") + 1)]
+    unprintable = [b for b in range(256) if b not in printable]
+    return {**{b: chr(b) for b in printable},
+            **{b: chr(256 + i) for i, b in enumerate(unprintable)}}
+
+
+class Encoder:
+    """GPT-2's tokenizer: `encode(str) -> list[int]`, `decode(list[int]) -> str`."""
+
+    def __init__(self, encoder: dict[str, int], merges: list[tuple[str, str]]):
+        self.encoder = encoder  # token spelled in bytes_to_unicode's alphabet -> id
+        self.ranks = {pair: rank for rank, pair in enumerate(merges)}  # lower merges first
+        byte_to_char = bytes_to_unicode()
+        self.byte_to_char = [byte_to_char[b] for b in range(256)]
+        char_to_byte = {c: b for b, c in byte_to_char.items()}
+        self.token_bytes = {i: bytes(char_to_byte[c] for c in token)
+                            for token, i in encoder.items()}
+        self.piece_ids: dict[str, list[int]] = {}  # memo: text pieces repeat a lot
+
+    def bpe(self, piece: str) -> list[str]:
+        """Split one piece into tokens by applying the lowest-ranked merge until none applies."""
+        parts = list(piece)
+        while len(parts) > 1:
+            pairs = set(zip(parts, parts[1:]))
+            best = min(pairs, key=lambda pair: self.ranks.get(pair, float("inf")))
+            if best not in self.ranks:
+                break
+            merged, i = [], 0
+            while i < len(parts):  # merge every occurrence of best, left to right
+                if i + 1 < len(parts) and (parts[i], parts[i + 1]) == best:
+                    merged.append(parts[i] + parts[i + 1])
+                    i += 2
+                else:
+                    merged.append(parts[i])
+                    i += 1
+            parts = merged
+        return parts
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of text; "<|endoftext|>" written in the text is plain text, as in OpenAI's."""
+        ids = []
+        for piece in PIECES.findall(text):
+            if piece not in self.piece_ids:
+                spelled = "".join(self.byte_to_char[b] for b in piece.encode("utf-8"))
+                self.piece_ids[piece] = [self.encoder[token] for token in self.bpe(spelled)]
+            ids += self.piece_ids[piece]
+        return ids
+
+    def decode_bytes(self, ids: list[int]) -> bytes:
+        """The UTF-8 bytes the ids stand for (a token may hold part of a character)."""
+        try:
+            return b"".join(self.token_bytes[i] for i in ids)
+        except KeyError as e:
+            raise ValueError(f"token id {e.args[0]!r} is not one of GPT-2's "
+                             f"{len(self.token_bytes)} token ids") from None
+
+    def decode(self, ids: list[int]) -> str:
+        """Text of the ids; bytes that do not form valid UTF-8 become U+FFFD."""
+        return self.decode_bytes(ids).decode("utf-8", errors="replace")

@@ -1,0 +1,308 @@
+"""Getting a GPT-2 onto this machine: download, checkpoint -> params, hparams, vocabulary.
+
+Owns every network and disk access of picogpt, all under its `models_dir` argument, plus the
+download progress bars on stderr. It must not print anything else or touch the model math.
+
+Layout of `models_dir/<size>/`: OpenAI's seven files, `download.json` (the byte size of each
+file this code downloaded, to spot a file damaged later) and `params/`, the checkpoint converted
+to one `.npy` per tensor with a `manifest.json` of shapes and CRC-32s. TensorFlow is needed only
+to build `params/`; later runs memory-map the `.npy` files and never import it.
+"""
+
+import contextlib
+import json
+import os
+import shutil
+import time
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import requests
+from tqdm import tqdm
+
+from .encoder import END_OF_TEXT, Encoder
+from .errors import PicoGPTError
+
+BASE_URL = "https://openaipublic.blob.core.windows.net/gpt-2/models"
+MODEL_SIZES = ("124M", "355M", "774M", "1558M")
+FILES = ("checkpoint", "encoder.json", "hparams.json", "model.ckpt.data-00000-of-00001",
+         "model.ckpt.index", "model.ckpt.meta", "vocab.bpe")
+N_VOCAB, N_MERGES = 50257, 50000  # what GPT-2's encoder.json and vocab.bpe hold
+HPARAMS = ("n_vocab", "n_ctx", "n_embd", "n_head", "n_layer")
+RETRIES = 4  # tries after the first, for resets, time-outs and 5xx answers
+CHUNK = 1 << 20
+
+
+def load_encoder_hparams_and_params(model_size: str = "124M", models_dir: str = "models",
+                                    base_url: str | None = None) -> tuple[Encoder, dict, dict]:
+    """Download a GPT-2 size if needed and return its (encoder, hparams, params)."""
+    if model_size not in MODEL_SIZES:
+        raise PicoGPTError(f"unknown model size {model_size!r}; choose one of "
+                           f"{', '.join(MODEL_SIZES)}.")
+    model_dir = Path(models_dir) / model_size
+    base_url = (base_url or os.environ.get("PICOGPT_BASE_URL") or BASE_URL).rstrip("/")
+    if missing_files(model_dir):
+        with model_lock(model_dir):  # another process may be downloading the same size
+            for name in missing_files(model_dir):
+                download_file(f"{base_url}/{model_size}/{name}", model_dir / name)
+    hparams = read_hparams(model_dir)
+    encoder = read_encoder(model_dir)
+    arrays = read_params(model_dir)
+    if arrays is None:
+        with model_lock(model_dir):
+            arrays = read_params(model_dir) or build_params(model_dir)
+    check_shapes(arrays, hparams, model_dir)
+    return encoder, hparams, nest(arrays)
+
+
+@contextlib.contextmanager
+def model_lock(model_dir: Path):
+    """Hold an exclusive lock on model_dir while downloading into it or converting it."""
+    try:
+        model_dir.mkdir(parents=True, exist_ok=True)
+        lock = open(model_dir / ".lock", "a")
+    except OSError as e:
+        raise PicoGPTError(f"cannot write to {model_dir}: {e.strerror}. Choose a folder you can "
+                           f"write with --models_dir.") from None
+    with lock:
+        try:
+            import fcntl  # POSIX only; without it concurrent runs are not serialised
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        except ImportError:
+            pass
+        yield  # closing the file releases the lock
+
+
+def missing_files(model_dir: Path) -> list[str]:
+    """Files of the seven that are absent, or no longer the size they were downloaded at."""
+    sizes = read_json(model_dir / "download.json") or {}  # files placed by hand are not listed
+    paths = {name: model_dir / name for name in FILES}
+    return [name for name, path in paths.items()
+            if not path.is_file() or path.stat().st_size != sizes.get(name, path.stat().st_size)]
+
+
+def download_file(url: str, path: Path, timeout: float = 30.0, backoff: float = 1.0) -> None:
+    """Stream url to path; a file appears at path only once all of it has arrived."""
+    part = path.with_name(path.name + ".part")  # a killed download leaves only this behind
+    for attempt in range(RETRIES + 1):
+        try:
+            receive(url, part, timeout)
+            break
+        except (requests.ConnectionError, requests.Timeout, IncompleteError, ServerError) as e:
+            error = e
+            if attempt < RETRIES:
+                time.sleep(backoff * 2**attempt)
+    else:
+        raise PicoGPTError(unreachable_message(url, path.parent, error)) from None
+    os.replace(part, path)
+    sizes = read_json(path.parent / "download.json") or {}
+    write_json_atomic(path.parent / "download.json", {**sizes, path.name: path.stat().st_size})
+
+
+class IncompleteError(Exception):
+    """The server closed before sending all the bytes it announced."""
+
+
+class ServerError(Exception):
+    """The server answered 5xx: worth asking again."""
+
+
+def receive(url: str, part: Path, timeout: float) -> None:
+    """Add to part what the server has beyond it (all of it if it ignores Range)."""
+    have = part.stat().st_size if part.exists() else 0
+    headers = {"Range": f"bytes={have}-"} if have else {}
+    with requests.get(url, stream=True, timeout=timeout, headers=headers) as response:
+        if response.status_code == 416:  # part already holds the whole file or more: start over
+            part.unlink()
+            raise IncompleteError(f"{part.name} did not match the server's file")
+        if response.status_code >= 500:
+            raise ServerError(f"HTTP {response.status_code}")
+        if response.status_code == 404:
+            raise PicoGPTError(f"{url} does not exist (HTTP 404): check --model_size and the "
+                               f"download address (--base_url or PICOGPT_BASE_URL).")
+        if response.status_code >= 400:
+            raise PicoGPTError(f"{url} answered HTTP {response.status_code}: check the download "
+                               f"address (--base_url or PICOGPT_BASE_URL).")
+        resumed = response.status_code == 206 and response.headers.get(
+            "Content-Range", "").startswith(f"bytes {have}-")
+        start = have if resumed else 0
+        length = response.headers.get("Content-Length")
+        total = start + int(length) if length is not None else None
+        try:
+            with open(part, "ab" if resumed else "wb") as f, tqdm(
+                    desc=part.name.removesuffix(".part"), total=total, initial=start, unit="B",
+                    unit_scale=True, unit_divisor=1024, leave=False) as bar:
+                for chunk in response.iter_content(CHUNK):
+                    bar.update(f.write(chunk))
+        except requests.exceptions.ChunkedEncodingError as e:  # dropped mid-body
+            raise IncompleteError(str(e)) from None
+        except OSError as e:
+            raise PicoGPTError(f"cannot write {part}: {e.strerror}. Free some disk space or "
+                               f"choose another --models_dir.") from None
+    size = part.stat().st_size
+    if total is not None and size != total:
+        raise IncompleteError(f"got {size} of {total} bytes")
+
+
+def unreachable_message(url: str, model_dir: Path, error: Exception) -> str:
+    """What to tell a user whose download kept failing."""
+    return (f"could not download {url} after {RETRIES + 1} tries ({type(error).__name__}: "
+            f"{str(error)[:200]}). If you are offline, copy the seven files "
+            f"({', '.join(FILES)}) into {model_dir}/ by hand; a partial download resumes when "
+            f"you run again.")
+
+
+def read_json(path: Path) -> Any:
+    """The JSON at path, or None if it is absent or unreadable."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def write_json_atomic(path: Path, value: Any) -> None:
+    """Write JSON so that readers see the old file or the new one, never half of one."""
+    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(value, indent=1), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_hparams(model_dir: Path) -> dict[str, int]:
+    """hparams.json, checked to hold the five integers the model needs."""
+    hparams = read_json(model_dir / "hparams.json")
+    if not isinstance(hparams, dict) or not all(
+            isinstance(hparams.get(key), int) and hparams[key] > 0 for key in HPARAMS):
+        raise PicoGPTError(f"{model_dir / 'hparams.json'} is not GPT-2 hparams (it needs positive "
+                           f"integers {', '.join(HPARAMS)}); delete it to download it again.")
+    if hparams["n_embd"] % hparams["n_head"]:
+        raise PicoGPTError(f"{model_dir / 'hparams.json'}: n_embd={hparams['n_embd']} is not a "
+                           f"multiple of n_head={hparams['n_head']}; delete it to download again.")
+    return hparams
+
+
+def read_encoder(model_dir: Path) -> Encoder:
+    """The BPE encoder from encoder.json and vocab.bpe, checked to be GPT-2's vocabulary."""
+    encoder = read_json(model_dir / "encoder.json")
+    if not isinstance(encoder, dict) or len(encoder) != N_VOCAB or encoder.get(
+            "<|endoftext|>") != END_OF_TEXT:
+        raise PicoGPTError(f"{model_dir / 'encoder.json'} is not GPT-2's token table ({N_VOCAB} "
+                           f"tokens, <|endoftext|> = {END_OF_TEXT}); delete it to download again.")
+    try:
+        lines = (model_dir / "vocab.bpe").read_text(encoding="utf-8").split("\n")
+    except (OSError, UnicodeDecodeError):
+        lines = []
+    merges = [tuple(line.split()) for line in lines[1:] if line]  # line 0 is "#version: 0.2"
+    if len(merges) != N_MERGES or any(len(merge) != 2 for merge in merges):
+        raise PicoGPTError(f"{model_dir / 'vocab.bpe'} is not GPT-2's merge list ({N_MERGES} "
+                           f"pairs); delete it to download again.")
+    return Encoder(encoder, merges)
+
+
+def checkpoint_fingerprint(model_dir: Path) -> dict[str, list[int]]:
+    """Size and modification time of the checkpoint files: a change means params/ is stale."""
+    return {name: [(model_dir / name).stat().st_size, (model_dir / name).stat().st_mtime_ns]
+            for name in ("model.ckpt.data-00000-of-00001", "model.ckpt.index")}
+
+
+def read_params(model_dir: Path) -> dict[str, np.ndarray] | None:
+    """The converted tensors, memory-mapped, or None if params/ is absent, stale or damaged."""
+    params_dir = model_dir / "params"
+    manifest = read_json(params_dir / "manifest.json")
+    if not isinstance(manifest, dict) or manifest.get("source") != checkpoint_fingerprint(
+            model_dir):
+        return None
+    arrays = {}
+    for name, meta in manifest["tensors"].items():
+        try:
+            array = np.asarray(np.load(params_dir / f"{name}.npy", mmap_mode="r"))
+        except (OSError, ValueError):  # missing or truncated
+            return None
+        if (list(array.shape) != meta["shape"] or array.dtype != np.float32
+                or zlib.crc32(array) != meta["crc32"]):
+            return None
+        arrays[name] = array
+    return arrays
+
+
+def build_params(model_dir: Path) -> dict[str, np.ndarray]:
+    """Convert the TensorFlow checkpoint into params/, then read it back."""
+    params_dir = model_dir / "params"
+    tmp_dir = model_dir / f"params.tmp-{os.getpid()}"
+    for stale in model_dir.glob("params.*"):  # left by a run that was killed mid-way
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp_dir.mkdir()
+    tensors = {}
+    for name, array in read_checkpoint(model_dir):
+        np.save(tmp_dir / f"{name}.npy", array)
+        tensors[name] = {"shape": list(array.shape), "crc32": zlib.crc32(array)}
+    write_json_atomic(tmp_dir / "manifest.json",
+                      {"source": checkpoint_fingerprint(model_dir), "tensors": tensors})
+    if params_dir.exists():  # readers that mapped the old files keep them until they exit
+        params_dir.rename(model_dir / f"params.old-{os.getpid()}")
+    tmp_dir.rename(params_dir)
+    shutil.rmtree(model_dir / f"params.old-{os.getpid()}", ignore_errors=True)
+    arrays = read_params(model_dir)
+    assert arrays is not None, "params/ was just written"
+    return arrays
+
+
+def read_checkpoint(model_dir: Path):
+    """Yield (name, float32 array) for each tensor of the TensorFlow checkpoint in model_dir."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's start-up chatter
+    import tensorflow as tf  # here only: the first load of a size, never once params/ exists
+
+    try:
+        reader = tf.train.load_checkpoint(str(model_dir / "model.ckpt"))
+        for name in sorted(reader.get_variable_to_shape_map()):
+            array = reader.get_tensor(name).astype(np.float32)
+            if array.ndim == 3:  # the checkpoint stores conv1d weights as [1, n_in, n_out]
+                array = array[0]
+            yield name.removeprefix("model/").replace("/", "."), array
+    except tf.errors.OpError as e:
+        raise PicoGPTError(f"cannot read the checkpoint in {model_dir} "
+                           f"({e.message.splitlines()[0][:200]}); delete its model.ckpt.* files "
+                           f"to download them again.") from None
+
+
+def nest(arrays: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Flat names like "h3.attn.c_attn.w" -> params["blocks"][3]["attn"]["c_attn"]["w"]."""
+    n_layer = len({name.split(".")[0] for name in arrays if name.startswith("h")})
+    params: dict[str, Any] = {"blocks": [{} for _ in range(n_layer)]}
+    for name, array in arrays.items():
+        *path, leaf = name.split(".")
+        node = params
+        if path and path[0].startswith("h"):  # the one rename: h{i} -> blocks[i]
+            node, path = params["blocks"][int(path[0][1:])], path[1:]
+        for key in path:
+            node = node.setdefault(key, {})
+        node[leaf] = array
+    return params
+
+
+def expected_shapes(hparams: dict[str, int]) -> dict[str, tuple[int, ...]]:
+    """The flat name and shape of every tensor a GPT-2 with these hparams has."""
+    n_embd = hparams["n_embd"]
+    block = {"ln_1.g": (n_embd,), "ln_1.b": (n_embd,), "ln_2.g": (n_embd,), "ln_2.b": (n_embd,),
+             "attn.c_attn.w": (n_embd, 3 * n_embd), "attn.c_attn.b": (3 * n_embd,),
+             "attn.c_proj.w": (n_embd, n_embd), "attn.c_proj.b": (n_embd,),
+             "mlp.c_fc.w": (n_embd, 4 * n_embd), "mlp.c_fc.b": (4 * n_embd,),
+             "mlp.c_proj.w": (4 * n_embd, n_embd), "mlp.c_proj.b": (n_embd,)}
+    return {"wte": (hparams["n_vocab"], n_embd), "wpe": (hparams["n_ctx"], n_embd),
+            "ln_f.g": (n_embd,), "ln_f.b": (n_embd,),
+            **{f"h{i}.{name}": shape for i in range(hparams["n_layer"])
+               for name, shape in block.items()}}
+
+
+def check_shapes(arrays: dict[str, np.ndarray], hparams: dict[str, int], model_dir: Path) -> None:
+    """Raise if hparams.json does not describe the tensors the checkpoint holds."""
+    expected = expected_shapes(hparams)
+    for name in sorted(expected.keys() | arrays.keys()):
+        want = expected.get(name, "no such tensor")
+        have = arrays[name].shape if name in arrays else "no such tensor"
+        if want != have:
+            said = ", ".join(f"{key}={hparams[key]}" for key in HPARAMS)
+            raise PicoGPTError(f"{model_dir / 'hparams.json'} ({said}) does not match the "
+                               f"checkpoint: {name} should be {want} but is {have}. The folder "
+                               f"mixes two models; delete it to download again.")

