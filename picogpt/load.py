@@ -91,14 +91,31 @@ def download_file(url: str, path: Path, timeout: float = 30.0, backoff: float = 
             receive(url, part, timeout)
             break
         except (requests.ConnectionError, requests.Timeout, IncompleteError, ServerError) as e:
-            error = e
-            if attempt < RETRIES:
-                time.sleep(backoff * 2**attempt)
-    else:
-        raise PicoGPTError(unreachable_message(url, path.parent, error)) from None
+            reason = why_it_failed(e, timeout)
+            if attempt == RETRIES or reason == OFFLINE:  # waiting will not bring a network back
+                raise PicoGPTError(
+                    f"could not download {url} ({reason}; {attempt + 1} tries). If you are "
+                    f"offline, copy the seven files ({', '.join(FILES)}) into {path.parent}/ by "
+                    f"hand; a partial download resumes when you run again.") from None
+            time.sleep(backoff * 2**attempt)
     os.replace(part, path)
     sizes = read_json(path.parent / "download.json") or {}
     write_json_atomic(path.parent / "download.json", {**sizes, path.name: path.stat().st_size})
+
+
+OFFLINE = "the host name does not resolve"
+
+
+def why_it_failed(error: Exception, timeout: float) -> str:
+    """A few words on a failed request, instead of requests' nested exception text."""
+    if isinstance(error, requests.Timeout):
+        return f"no answer within {timeout:g} s"
+    if isinstance(error, requests.ConnectionError):
+        text = str(error)
+        if "NameResolution" in text or "resolve" in text or "not known" in text:
+            return OFFLINE
+        return "connection refused" if "refused" in text.lower() else "connection failed"
+    return str(error)  # IncompleteError and ServerError messages are short already
 
 
 class IncompleteError(Exception):
@@ -118,7 +135,7 @@ def receive(url: str, part: Path, timeout: float) -> None:
             part.unlink()
             raise IncompleteError(f"{part.name} did not match the server's file")
         if response.status_code >= 500:
-            raise ServerError(f"HTTP {response.status_code}")
+            raise ServerError(f"the server answered HTTP {response.status_code}")
         if response.status_code == 404:
             raise PicoGPTError(f"{url} does not exist (HTTP 404): check --model_size and the "
                                f"download address (--base_url or PICOGPT_BASE_URL).")
@@ -136,22 +153,14 @@ def receive(url: str, part: Path, timeout: float) -> None:
                     unit_scale=True, unit_divisor=1024, leave=False) as bar:
                 for chunk in response.iter_content(CHUNK):
                     bar.update(f.write(chunk))
-        except requests.exceptions.ChunkedEncodingError as e:  # dropped mid-body
-            raise IncompleteError(str(e)) from None
+        except requests.exceptions.ChunkedEncodingError:  # dropped mid-body
+            raise IncompleteError("the connection dropped mid-file") from None
         except OSError as e:
             raise PicoGPTError(f"cannot write {part}: {e.strerror}. Free some disk space or "
                                f"choose another --models_dir.") from None
     size = part.stat().st_size
     if total is not None and size != total:
-        raise IncompleteError(f"got {size} of {total} bytes")
-
-
-def unreachable_message(url: str, model_dir: Path, error: Exception) -> str:
-    """What to tell a user whose download kept failing."""
-    return (f"could not download {url} after {RETRIES + 1} tries ({type(error).__name__}: "
-            f"{str(error)[:200]}). If you are offline, copy the seven files "
-            f"({', '.join(FILES)}) into {model_dir}/ by hand; a partial download resumes when "
-            f"you run again.")
+        raise IncompleteError(f"the server sent {size} of {total} bytes")
 
 
 def read_json(path: Path) -> Any:

@@ -90,7 +90,7 @@ def hf_name(tf_name: str) -> str:
 
 
 def hf_model(checkpoint: Checkpoint, float64: bool = False):
-    """transformers' GPT2LMHeadModel (PyTorch, CPU) holding the arrays a checkpoint was made from."""
+    """HF transformers' GPT2LMHeadModel (PyTorch, CPU) with the arrays a checkpoint came from."""
     model = _hf_model(checkpoint.model_dir / "hparams.json", checkpoint.reference)
     return _hf_model_float64(model) if float64 else model
 
@@ -113,8 +113,9 @@ def _hf_model(hparams_json: Path, reference: Path):
                         layer_norm_epsilon=1e-5, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
     model = GPT2LMHeadModel(config).eval()
     # Hugging Face's Conv1D keeps weights as [n_in, n_out], OpenAI's as [1, n_in, n_out]
-    state = {hf_name(name): torch.from_numpy(array.reshape(array.shape[-2:]) if array.ndim == 3
-                                             else array) for name, array in arrays.items()}
+    state = {hf_name(name): torch.from_numpy(array.reshape(array.shape[-2:])
+                                             if array.ndim == 3 else array)
+             for name, array in arrays.items()}
     missing, unexpected = model.load_state_dict(state, strict=False)
     assert not unexpected and set(missing) <= {"lm_head.weight"}, (missing, unexpected)
     assert model.lm_head.weight.data_ptr() == model.transformer.wte.weight.data_ptr()  # tied
@@ -122,23 +123,24 @@ def _hf_model(hparams_json: Path, reference: Path):
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
-    """Serves files from its directory without logging every request to stderr."""
+    """Serves files from its directory; records request lines instead of printing them."""
 
     def log_message(self, format, *args):
-        pass
+        self.server.requests.append(self.requestline)
 
 
 @pytest.fixture
 def serve():
-    """Start an HTTP server on 127.0.0.1 over a folder; returns its base address."""
+    """Start HTTP servers on 127.0.0.1 over folders; each has .url and .requests."""
     servers = []
 
-    def start(directory: Path, handler=QuietHandler) -> str:
-        handler = functools.partial(handler, directory=str(directory))
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    def start(directory: Path, handler=QuietHandler) -> http.server.ThreadingHTTPServer:
+        server = http.server.ThreadingHTTPServer(
+            ("127.0.0.1", 0), functools.partial(handler, directory=str(directory)))
+        server.url, server.requests = f"http://127.0.0.1:{server.server_port}", []
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
-        return f"http://127.0.0.1:{server.server_port}"
+        return server
 
     yield start
     for server in servers:

@@ -1,0 +1,5 @@
+"""`python -m picogpt` runs the same command as `picogpt`."""
+
+from .cli import main
+
+main()

@@ -1,0 +1,122 @@
+"""The loader: download over HTTP, checkpoint -> nested params, the .npy cache."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import write_checkpoint
+
+from picogpt import PicoGPTError
+from picogpt.load import FILES, load_encoder_hparams_and_params
+
+PICOGPT = Path(sys.executable).parent / "picogpt"  # the console script pip installed
+
+
+def published(checkpoint, root: Path) -> Path:
+    """A folder laid out like OpenAI's server: <root>/124M/ with only the seven files."""
+    (root / "124M").mkdir(parents=True)
+    for name in FILES:
+        shutil.copy(checkpoint.model_dir / name, root / "124M" / name)
+    return root
+
+
+def picogpt(*args, env=None, **kwargs):
+    return subprocess.run([str(PICOGPT), *args], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **(env or {})}, **kwargs)
+
+
+def child_load(models_dir: Path) -> str:
+    """Load in a child process (a first load imports TensorFlow); report what it imported."""
+    code = ("import sys; from picogpt.load import load_encoder_hparams_and_params as load; "
+            "_, _, p = load('124M', sys.argv[1]); "
+            "print('tensorflow' in sys.modules, float(p['wte'][0, 0]))")
+    done = subprocess.run([sys.executable, "-c", code, str(models_dir)], capture_output=True,
+                          text=True, check=True)
+    return done.stdout.strip()
+
+
+def test_cli_downloads_loads_prints_and_then_reuses_the_files(tiny, serve, tmp_path):
+    server = serve(published(tiny, tmp_path / "site"))
+    models_dir = tmp_path / "empty"
+    first = picogpt("Alan Turing theorized that", "--n_tokens", "12", "--models_dir",
+                    str(models_dir), env={"PICOGPT_BASE_URL": server.url})
+    assert first.returncode == 0, first.stderr
+    assert sorted(r.split()[1] for r in server.requests) == sorted(f"/124M/{n}" for n in FILES)
+    assert all((models_dir / "124M" / name).read_bytes()
+               == (tiny.model_dir / name).read_bytes() for name in FILES)
+    # what it printed is the library's greedy continuation, decoded
+    encoder, hparams, params = load_encoder_hparams_and_params("124M", str(models_dir))
+    from picogpt import generate
+    ids = list(generate(encoder.encode("Alan Turing theorized that"), params,
+                        hparams["n_head"], 12))
+    assert first.stdout == encoder.decode(ids) + "\n"
+
+    server.requests.clear()
+    second = picogpt("Alan Turing theorized that", "--n_tokens", "12", "--models_dir",
+                     str(models_dir), env={"PICOGPT_BASE_URL": server.url})
+    assert second.returncode == 0 and second.stdout == first.stdout
+    assert server.requests == []
+
+
+def test_the_base_url_argument_beats_the_environment(tiny, serve, tmp_path):
+    server = serve(published(tiny, tmp_path / "site"))
+    done = picogpt("", "--n_tokens", "3", "--models_dir", str(tmp_path / "m"), "--base_url",
+                   server.url, env={"PICOGPT_BASE_URL": "http://127.0.0.1:9/nothing"})
+    assert done.returncode == 0, done.stderr
+    assert len(server.requests) == len(FILES)
+
+
+def test_params_are_the_checkpoints_tensors_nested_and_float32(tiny):
+    encoder, hparams, params = load_encoder_hparams_and_params("124M", str(tiny.models_dir))
+    reference = np.load(tiny.reference)
+    n_embd = hparams["n_embd"]
+    assert set(params) == {"wte", "wpe", "blocks", "ln_f"}
+    assert len(params["blocks"]) == hparams["n_layer"]
+    block = params["blocks"][1]
+    assert set(block) == {"ln_1", "ln_2", "attn", "mlp"}
+    assert block["attn"]["c_attn"]["w"].shape == (n_embd, 3 * n_embd)
+    assert block["mlp"]["c_proj"]["w"].shape == (4 * n_embd, n_embd)
+    np.testing.assert_array_equal(block["mlp"]["c_fc"]["w"], reference["model/h1/mlp/c_fc/w"][0])
+    np.testing.assert_array_equal(params["ln_f"]["g"], reference["model/ln_f/g"])
+    np.testing.assert_array_equal(params["wpe"], reference["model/wpe"])
+    for array in [params["wte"], params["wpe"], block["ln_1"]["b"], block["attn"]["c_proj"]["b"]]:
+        assert array.dtype == np.float32 and not array.flags.writeable  # params are read-only
+    assert encoder.encode("Hello world") == [15496, 995]
+
+
+def test_later_loads_never_import_tensorflow_and_a_new_checkpoint_is_converted_again(tiny,
+                                                                                     tmp_path):
+    models_dir = tmp_path / "models"
+    shutil.copytree(tiny.models_dir, models_dir)
+    shutil.rmtree(models_dir / "124M" / "params")
+    first = child_load(models_dir)
+    assert first.startswith("True")  # converting needs TensorFlow
+    assert child_load(models_dir) == first.replace("True", "False")
+    # the checkpoint changes (another seed): params/ is stale and is rebuilt from it
+    other = write_checkpoint(tmp_path / "other", "tiny", seed=99)
+    for name in ("model.ckpt.data-00000-of-00001", "model.ckpt.index"):
+        shutil.copy(other.model_dir / name, models_dir / "124M" / name)
+    rebuilt = child_load(models_dir)
+    assert rebuilt.startswith("True")
+    assert float(rebuilt.split()[1]) == float(np.load(other.reference)["model/wte"][0, 0])
+
+
+def test_unknown_model_size_is_refused(tmp_path):
+    with pytest.raises(PicoGPTError, match="unknown model size '125M'; choose one of 124M"):
+        load_encoder_hparams_and_params("125M", str(tmp_path))
+
+
+def test_hparams_that_do_not_fit_the_tensors_are_named(tiny, tmp_path):
+    models_dir = tmp_path / "models"
+    shutil.copytree(tiny.models_dir, models_dir)
+    hparams_json = models_dir / "124M" / "hparams.json"
+    hparams = json.loads(hparams_json.read_text())
+    hparams_json.write_text(json.dumps({**hparams, "n_embd": 128, "n_head": 4}))
+    with pytest.raises(PicoGPTError, match=r"n_embd=128.* does not match the checkpoint: "
+                                           r"h0.attn.c_attn.b should be \(384,\) but is \(192,\)"):
+        load_encoder_hparams_and_params("124M", str(models_dir))
