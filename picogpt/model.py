@@ -57,12 +57,31 @@ def split_heads(x: np.ndarray, n_head: int) -> np.ndarray:
     return x.reshape(n_seq, n_head, n_embd // n_head).transpose(1, 0, 2)
 
 
+def extend(past: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """The rows of past followed by those of new, copying past only when it has no spare room."""
+    # [n_past, n_embd], [n_new, n_embd] -> [n_past + n_new, n_embd]
+    # Re-copying the whole cache every step cost more than attention itself at long contexts,
+    # so cache arrays are views of a buffer with room to grow. A NaN row just past a view marks
+    # that room as free; once a call fills it, extending the same view again copies instead,
+    # so every cache a caller holds keeps its values.
+    n_past, n_all = len(past), len(past) + len(new)
+    buffer = past.base
+    if not (isinstance(buffer, np.ndarray) and buffer.shape[1:] == past.shape[1:]
+            and len(buffer) > n_all and buffer.ctypes.data == past.ctypes.data
+            and np.isnan(buffer[n_past, 0])):
+        buffer = np.empty((2 * n_all + 1, new.shape[1]), new.dtype)  # doubling: copies are rare
+        buffer[:n_past] = past
+    buffer[n_past:n_all] = new
+    buffer[n_all] = np.nan
+    return buffer[:n_all]
+
+
 def mha(x: np.ndarray, c_attn: dict, c_proj: dict, n_head: int, kv: tuple | None = None) -> tuple:
     """Causal multi-head self-attention; returns the output and this layer's keys and values."""
     # [n_new, n_embd], kv: ([n_past, n_embd], [n_past, n_embd]) -> [n_new, n_embd], (k, v)
     q, k, v = np.split(linear(x, **c_attn), 3, axis=-1)  # [n_new, n_embd] each
     if kv is not None:  # prepend what earlier calls computed
-        k, v = np.concatenate([kv[0], k]), np.concatenate([kv[1], v])  # [n_past + n_new, n_embd]
+        k, v = extend(kv[0], k), extend(kv[1], v)  # [n_past + n_new, n_embd]
     n_new, n_all = len(q), len(k)  # query i sits at position n_past + i
     mask = (1 - np.tri(n_new, n_all, k=n_all - n_new, dtype=x.dtype)) * -1e10  # [n_new, n_all]
     heads = attention(split_heads(q, n_head), split_heads(k, n_head), split_heads(v, n_head), mask)

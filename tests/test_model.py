@@ -208,6 +208,24 @@ def test_cache_one_token_at_a_time_gives_the_full_pass_logits(checkpoint):
     np.testing.assert_allclose(steps, full, atol=2 * np.abs(full - steps64).max(), rtol=0)
 
 
+def test_extending_one_cache_twice_keeps_both_continuations(tiny):
+    """The cache reuses spare buffer rows; a second continuation of the same cache must not
+    overwrite the first one's (as writing into shared rows would)."""
+    hparams, params = load(tiny.models_dir)
+    ids = prompt_ids(12, seed=3)
+    n_head = hparams["n_head"]
+    _, cache = gpt2(np.array(ids[:8]), **params, n_head=n_head, cache=[])
+    _, cache = gpt2(np.array(ids[8:9]), **params, n_head=n_head, cache=cache)  # has spare rows
+    _, first = gpt2(np.array([11]), **params, n_head=n_head, cache=cache)
+    _, second = gpt2(np.array([22]), **params, n_head=n_head, cache=cache)
+    first_logits, _ = gpt2(np.array([33]), **params, n_head=n_head, cache=first)
+    second_logits, _ = gpt2(np.array([33]), **params, n_head=n_head, cache=second)
+    full = gpt2(np.array([*ids[:9], 11, 33]), **params, n_head=n_head)
+    np.testing.assert_allclose(first_logits, full[-1], atol=2e-5)
+    full = gpt2(np.array([*ids[:9], 22, 33]), **params, n_head=n_head)
+    np.testing.assert_allclose(second_logits, full[-1], atol=2e-5)
+
+
 def test_prefill_then_steps_match_the_full_pass(tiny):
     hparams, params = load(tiny.models_dir)
     ids = prompt_ids(16, seed=9)
