@@ -1,0 +1,333 @@
+"""Time picogpt and Hugging Face transformers on the same random-weight 124M checkpoint.
+
+    python scripts/bench.py                 # writes the checkpoint to a temporary folder
+    python scripts/bench.py --work /tmp/b   # keeps (and reuses) it there
+
+Needs the test extra (`pip install ".[test]"`). Each engine runs in its own process so their
+memory peaks stay apart; load and start-up times are taken in fresh processes. Figures:
+
+- load: cold (page cache dropped first, when this user may drop it) and warm, from process start
+  until the weights are ready; picogpt's first run, which converts the TensorFlow checkpoint,
+  is shown apart. transformers reads safetensors written by save_pretrained from the same arrays.
+- warm start: process start until the first generated token reaches stdout.
+- prefill tokens/s for a 16- and a 512-token prompt (logits of the last position only, which
+  is all generation needs, for both engines); decode tokens/s for the 40 greedy tokens after
+  each; decode time per token at position ~16 and ~900.
+- peak resident memory of the generating process.
+- picogpt's decode speed as a share of the memory-bandwidth limit: bytes read per token
+  (every weight but the unused rows of wpe, plus the KV cache) / measured read bandwidth.
+
+Medians of --repeats runs. transformers decodes with its KV cache both through a plain loop of
+forward calls and through `generate`; the ratios use the faster of the two.
+"""
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+PROMPT = "Alan Turing theorized that"
+N_NEW = 40
+
+
+def threads() -> int:
+    """Cores this process may use: what OpenBLAS uses for NumPy, and what torch is given."""
+    return len(os.sched_getaffinity(0))
+
+
+def prompt_ids(n: int) -> list[int]:
+    return [int(i) for i in np.random.default_rng(n).integers(0, 50257, n)]
+
+
+def median_time(run, repeats: int) -> float:
+    """Median seconds of run() over repeats calls, after one untimed call."""
+    run()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+# ---- what runs inside each engine's process -------------------------------------------------
+
+def picogpt_engine(work: Path):
+    """(prefill, step) for picogpt: prefill(ids) -> state, step(state, id) -> (id, state)."""
+    from picogpt.load import load_encoder_hparams_and_params
+    from picogpt.model import gpt2
+
+    _, hparams, params = load_encoder_hparams_and_params("124M", str(work / "models"))
+    n_head = hparams["n_head"]
+
+    def prefill(ids):
+        logits, cache = gpt2(np.array(ids), **params, n_head=n_head, cache=[])
+        return int(np.argmax(logits)), cache
+
+    def step(next_id, cache):
+        logits, cache = gpt2(np.array([next_id]), **params, n_head=n_head, cache=cache)
+        return int(np.argmax(logits)), cache
+
+    return prefill, step, None
+
+
+def transformers_engine(work: Path):
+    """The same for transformers' GPT2LMHeadModel with use_cache=True, plus its generate()."""
+    import torch
+    from transformers import GPT2LMHeadModel
+
+    torch.set_num_threads(threads())
+    model = GPT2LMHeadModel.from_pretrained(work / "hf").eval()
+
+    @torch.inference_mode()
+    def prefill(ids):
+        out = model(torch.tensor([ids]), use_cache=True, logits_to_keep=1)
+        return int(out.logits[0, -1].argmax()), out.past_key_values
+
+    @torch.inference_mode()
+    def step(next_id, past):
+        out = model(torch.tensor([[next_id]]), past_key_values=past, use_cache=True)
+        return int(out.logits[0, -1].argmax()), out.past_key_values
+
+    @torch.inference_mode()
+    def generate(ids, n_new):
+        model.generate(torch.tensor([ids]), max_new_tokens=n_new, min_new_tokens=n_new,
+                       do_sample=False, use_cache=True, pad_token_id=50256)
+
+    return prefill, step, generate
+
+
+def measure_engine(engine: str, work: Path, repeats: int, n_prompt: int) -> dict:
+    """Throughput figures of one engine for one prompt length, run in this process."""
+    prefill, step, generate = {"picogpt": picogpt_engine,
+                               "transformers": transformers_engine}[engine](work)
+    figures = {}
+    ids = prompt_ids(n_prompt)  # one prompt length per process: the memory peak is its own
+    if n_prompt != 880:
+        seconds = median_time(lambda ids=ids: prefill(ids), repeats)
+        figures[f"prefill_{n_prompt}_tok_s"] = n_prompt / seconds
+    step_times, totals = [], []
+    for _ in range(repeats):
+        next_id, state = prefill(ids)
+        start = time.perf_counter()
+        for _ in range(N_NEW):
+            t = time.perf_counter()
+            next_id, state = step(next_id, state)
+            step_times.append(time.perf_counter() - t)
+        totals.append(time.perf_counter() - start)
+    figures[f"decode_after_{n_prompt}_tok_s"] = N_NEW / statistics.median(totals)
+    figures[f"ms_per_token_at_{n_prompt}"] = 1e3 * statistics.median(step_times)
+    if generate is not None and n_prompt != 880:
+        # generate() includes its prefill: subtract the prefill measured above
+        total = median_time(lambda ids=ids: generate(ids, N_NEW), repeats)
+        decode = total - n_prompt / figures[f"prefill_{n_prompt}_tok_s"]
+        figures[f"generate_decode_after_{n_prompt}_tok_s"] = N_NEW / decode
+    figures[f"peak_rss_mb_{n_prompt}"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return figures
+
+
+# ---- what the parent does -------------------------------------------------------------------
+
+def child(*args: str, env: dict | None = None) -> str:
+    """Run this script's --child mode in a new process and return what it printed."""
+    done = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, cwd=ROOT)
+    if done.returncode:
+        sys.exit(f"bench: child {args} failed:\n{done.stderr[-3000:]}")
+    return done.stdout.strip().splitlines()[-1]
+
+
+def drop_page_cache() -> bool:
+    """Ask Linux to forget cached file pages (needs root); False if it may not."""
+    try:
+        os.sync()
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+        return True
+    except OSError:
+        return False
+
+
+def load_seconds(engine: str, work: Path, cold: bool) -> float | None:
+    """Seconds from starting a process until the engine's weights are loaded."""
+    if cold and not drop_page_cache():
+        return None
+    return float(child("--child", "load", engine, "--work", str(work), "--t0", repr(time.time())))
+
+
+def first_token_seconds(engine: str, work: Path) -> float:
+    """Seconds from starting a process until its first generated token is on stdout."""
+    if engine == "picogpt":
+        cmd = [str(Path(sys.executable).parent / "picogpt"), PROMPT, "--n_tokens", "40",
+               "--models_dir", str(work / "models")]
+    else:
+        cmd = [sys.executable, __file__, "--child", "first-token", engine, "--work", str(work)]
+    start = time.time()
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as process:
+        process.stdout.read(1)
+        seconds = time.time() - start
+        process.kill()
+    return seconds
+
+
+def read_bandwidth() -> float:
+    """Bytes/s NumPy reads from memory: the best of summing 1 GiB on one and on all threads."""
+    data = np.ones(1 << 28, dtype=np.float32)  # 1 GiB, far beyond any cache
+    halves = np.array_split(data, threads())
+    with ThreadPoolExecutor(threads()) as pool:  # NumPy releases the GIL while summing
+        best = min(median_time(lambda: data.sum(), 5),
+                   median_time(lambda: list(pool.map(np.sum, halves)), 5))
+    return data.nbytes / best
+
+
+def prepare(work: Path) -> dict:
+    """Write the checkpoint, convert it for picogpt (timed: the first run) and for transformers."""
+    model_dir = work / "models" / "124M"
+    if not (model_dir / "hparams.json").exists():
+        subprocess.run([sys.executable, str(ROOT / "scripts" / "make_checkpoint.py"),
+                        str(model_dir), "--size", "124M", "--reference",
+                        str(work / "reference.npz")], check=True, capture_output=True)
+    for stale in (model_dir / "params").glob("*"):
+        stale.unlink()
+    first_run = load_seconds("picogpt", work, cold=False)
+    if not (work / "hf" / "config.json").exists():
+        child("--child", "save-hf", "transformers", "--work", str(work))
+    hparams = json.loads((model_dir / "hparams.json").read_text())
+    return {"hparams": hparams, "first_run_s": first_run}
+
+
+def weight_bytes(hparams: dict) -> tuple[int, int]:
+    """(bytes of all weights, bytes one decode step reads from them: all but unused wpe rows)."""
+    n_embd, n_layer = hparams["n_embd"], hparams["n_layer"]
+    per_block = 12 * n_embd * n_embd + 13 * n_embd  # c_attn, c_proj, c_fc, mlp c_proj, ln
+    total = 4 * (hparams["n_vocab"] * n_embd + hparams["n_ctx"] * n_embd + n_layer * per_block
+                 + 2 * n_embd)
+    return total, total - 4 * (hparams["n_ctx"] - 1) * n_embd
+
+
+def report(results: dict, info: dict, bandwidth: float) -> str:
+    """The figures as a table, the ratios and the bandwidth share."""
+    p, t = results["picogpt"], results["transformers"]
+    for n in (16, 512):  # transformers' best decode path
+        t[f"best_decode_after_{n}_tok_s"] = max(t[f"decode_after_{n}_tok_s"],
+                                                t[f"generate_decode_after_{n}_tok_s"])
+        p[f"best_decode_after_{n}_tok_s"] = p[f"decode_after_{n}_tok_s"]
+    total, per_token = weight_bytes(info["hparams"])
+    kv_per_position = 2 * info["hparams"]["n_layer"] * info["hparams"]["n_embd"] * 4
+    rows = [("load, cold (s)", "load_cold_s"), ("load, warm (s)", "load_warm_s"),
+            ("process start to first token (s)", "first_token_s"),
+            ("prefill 16 tokens (tok/s)", "prefill_16_tok_s"),
+            ("prefill 512 tokens (tok/s)", "prefill_512_tok_s"),
+            ("decode 40 after 16, loop (tok/s)", "decode_after_16_tok_s"),
+            ("decode 40 after 16, generate() (tok/s)", "generate_decode_after_16_tok_s"),
+            ("decode 40 after 512, loop (tok/s)", "decode_after_512_tok_s"),
+            ("decode 40 after 512, generate() (tok/s)", "generate_decode_after_512_tok_s"),
+            ("decode ms/token at ~16", "ms_per_token_at_16"),
+            ("decode ms/token at ~900", "ms_per_token_at_880"),
+            ("peak memory, 40 after 16 (MB)", "peak_rss_mb_16"),
+            ("peak memory, 40 after 512 (MB)", "peak_rss_mb_512"),
+            ("peak memory, 40 after 880 (MB)", "peak_rss_mb_880")]
+    lines = [f"{'':42}{'picogpt':>12}{'transformers':>14}{'ratio':>8}"]
+    for label, key in rows:
+        a, b = p.get(key), t.get(key)
+        cells = [f"{v:12.3f}" if isinstance(v, float) and v < 10 else
+                 f"{v:12.1f}" if isinstance(v, float) else f"{'-':>12}" for v in (a, b)]
+        ratio = f"{a / b:8.2f}" if isinstance(a, float) and isinstance(b, float) else ""
+        lines.append(f"{label:42}{cells[0]}{cells[1]:>14}{ratio}")
+    lines.append(f"picogpt first run, converting the TF checkpoint: {info['first_run_s']:.1f} s")
+    best = {n: p[f"best_decode_after_{n}_tok_s"] / t[f"best_decode_after_{n}_tok_s"]
+            for n in (16, 512)}
+    lines.append(f"decode ratio vs transformers' faster path: after 16 {best[16]:.2f}x, "
+                 f"after 512 {best[512]:.2f}x")
+    lines.append(f"per-token time at ~900 / at ~16: picogpt "
+                 f"{p['ms_per_token_at_880'] / p['ms_per_token_at_16']:.2f}x")
+    lines.append(f"read bandwidth {bandwidth / 1e9:.1f} GB/s; a decode step reads "
+                 f"{per_token / 1e6:.0f} MB of weights + {kv_per_position / 1024:.0f} KiB of KV "
+                 f"per position")
+    for n in (16, 512):
+        limit = bandwidth / (per_token + kv_per_position * (n + N_NEW // 2))
+        lines.append(f"after {n}: bandwidth limit {limit:.1f} tok/s; picogpt reaches "
+                     f"{p[f'decode_after_{n}_tok_s'] / limit:.0%} of it")
+    shares = ", ".join(f"after {n} {p[f'peak_rss_mb_{n}'] * 2**20 / total:.2f}x"
+                       for n in (16, 512, 880))
+    lines.append(f"peak memory / weight bytes ({total / 1e6:.0f} MB): picogpt {shares}")
+    return "\n".join(lines)
+
+
+def run_child(args) -> None:
+    """The --child modes: one measurement in a fresh process, printed as the last line."""
+    work = Path(args.work)
+    if args.child == "load":
+        if args.engine == "picogpt":
+            from picogpt.load import load_encoder_hparams_and_params
+            load_encoder_hparams_and_params("124M", str(work / "models"))
+        else:
+            transformers_engine(work)
+        print(time.time() - args.t0)
+    elif args.child == "first-token":  # what picogpt's CLI does, with transformers
+        from transformers import GPT2TokenizerFast
+        model_dir = work / "models" / "124M"
+        tokenizer = GPT2TokenizerFast(vocab_file=str(model_dir / "encoder.json"),
+                                      merges_file=str(model_dir / "vocab.bpe"))
+        prefill, _, _ = transformers_engine(work)
+        next_id, _ = prefill(tokenizer.encode(PROMPT))
+        print(tokenizer.decode([next_id]), flush=True)
+    elif args.child == "save-hf":
+        sys.path.insert(0, str(ROOT / "tests"))
+        from conftest import Checkpoint, hf_model
+        model_dir = work / "models" / "124M"
+        hf_model(Checkpoint(work / "models", model_dir, work / "reference.npz")).save_pretrained(
+            work / "hf")
+        print("saved")
+    else:
+        print(json.dumps(measure_engine(args.engine, work, args.repeats, args.n_prompt)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--work", type=Path, default=None, help="folder for the checkpoints")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--json", type=Path, default=None, help="also save the figures here")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("engine", nargs="?", help=argparse.SUPPRESS)
+    parser.add_argument("--t0", type=float, help=argparse.SUPPRESS)
+    parser.add_argument("--n_prompt", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        return run_child(args)
+    work = args.work or Path(tempfile.mkdtemp(prefix="picogpt-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    print(f"bench: {threads()} threads, numpy {np.__version__}, checkpoint in {work}",
+          file=sys.stderr)
+    info = prepare(work)
+    results = {}
+    for engine in ("picogpt", "transformers"):
+        figures = {}
+        for n_prompt in (16, 512, 880):
+            figures.update(json.loads(child("--child", "measure", engine, "--work", str(work),
+                                            "--repeats", str(args.repeats),
+                                            "--n_prompt", str(n_prompt))))
+        figures["load_cold_s"] = load_seconds(engine, work, cold=True)
+        figures["load_warm_s"] = statistics.median(
+            load_seconds(engine, work, cold=False) for _ in range(3))
+        figures["first_token_s"] = statistics.median(
+            first_token_seconds(engine, work) for _ in range(3))
+        results[engine] = figures
+    bandwidth = read_bandwidth()
+    print(report(results, info, bandwidth))
+    if args.json:
+        args.json.write_text(json.dumps({"results": results, "info": info,
+                                         "bandwidth": bandwidth}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
