@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import shutil
+import sys
 import time
 import zlib
 from pathlib import Path
@@ -43,10 +44,10 @@ def load_encoder_hparams_and_params(model_size: str = "124M", models_dir: str = 
                            f"{', '.join(MODEL_SIZES)}.")
     model_dir = Path(models_dir) / model_size
     base_url = (base_url or os.environ.get("PICOGPT_BASE_URL") or BASE_URL).rstrip("/")
-    if missing_files(model_dir):
-        with model_lock(model_dir):  # another process may be downloading the same size
-            for name in missing_files(model_dir):
-                download_file(f"{base_url}/{model_size}/{name}", model_dir / name)
+    if not base_url.startswith(("http://", "https://")):
+        raise PicoGPTError(f"{base_url!r} is not a download address: give --base_url (or "
+                           f"PICOGPT_BASE_URL) as http://... or https://...")
+    download_missing(model_dir, f"{base_url}/{model_size}")
     hparams = read_hparams(model_dir)
     encoder = read_encoder(model_dir)
     arrays = read_params(model_dir)
@@ -69,10 +70,24 @@ def model_lock(model_dir: Path):
     with lock:
         try:
             import fcntl  # POSIX only; without it concurrent runs are not serialised
-            fcntl.flock(lock, fcntl.LOCK_EX)
         except ImportError:
-            pass
+            yield
+            return
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            tqdm.write(f"waiting for another picogpt that is writing to {model_dir} ...",
+                       file=sys.stderr)
+            fcntl.flock(lock, fcntl.LOCK_EX)
         yield  # closing the file releases the lock
+
+
+def download_missing(model_dir: Path, url: str, **retry) -> None:
+    """Download into model_dir those of the seven files that are missing or damaged."""
+    if missing_files(model_dir):
+        with model_lock(model_dir):  # another process may be downloading the same size
+            for name in missing_files(model_dir):  # it may have fetched some meanwhile
+                download_file(f"{url}/{name}", model_dir / name, **retry)
 
 
 def missing_files(model_dir: Path) -> list[str]:
@@ -90,6 +105,9 @@ def download_file(url: str, path: Path, timeout: float = 30.0, backoff: float = 
         try:
             receive(url, part, timeout)
             break
+        except requests.exceptions.InvalidURL:
+            raise PicoGPTError(f"{url} is not a valid address: check --base_url (or "
+                               f"PICOGPT_BASE_URL).") from None
         except (requests.ConnectionError, requests.Timeout, IncompleteError, ServerError) as e:
             reason = why_it_failed(e, timeout)
             if attempt == RETRIES or reason == OFFLINE:  # waiting will not bring a network back
@@ -142,9 +160,11 @@ def receive(url: str, part: Path, timeout: float) -> None:
         if response.status_code >= 400:
             raise PicoGPTError(f"{url} answered HTTP {response.status_code}: check the download "
                                f"address (--base_url or PICOGPT_BASE_URL).")
-        resumed = response.status_code == 206 and response.headers.get(
-            "Content-Range", "").startswith(f"bytes {have}-")
-        start = have if resumed else 0
+        resumed = response.status_code == 206
+        if resumed and not response.headers.get("Content-Range", "").startswith(f"bytes {have}-"):
+            part.unlink()  # resumed somewhere else than asked: start again from byte 0
+            raise IncompleteError("the server resumed at the wrong place")
+        start = have if resumed else 0  # a 200 answer is the whole file, Range or not
         length = response.headers.get("Content-Length")
         total = start + int(length) if length is not None else None
         try:
@@ -259,7 +279,9 @@ def build_params(model_dir: Path) -> dict[str, np.ndarray]:
 
 def read_checkpoint(model_dir: Path):
     """Yield (name, float32 array) for each tensor of the TensorFlow checkpoint in model_dir."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's start-up chatter
+    # TensorFlow's start-up lines on stderr come from oneDNN, which reading variables never uses
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
     import tensorflow as tf  # here only: the first load of a size, never once params/ exists
 
     try:
@@ -269,10 +291,10 @@ def read_checkpoint(model_dir: Path):
             if array.ndim == 3:  # the checkpoint stores conv1d weights as [1, n_in, n_out]
                 array = array[0]
             yield name.removeprefix("model/").replace("/", "."), array
-    except tf.errors.OpError as e:
-        raise PicoGPTError(f"cannot read the checkpoint in {model_dir} "
-                           f"({e.message.splitlines()[0][:200]}); delete its model.ckpt.* files "
-                           f"to download them again.") from None
+    except (tf.errors.OpError, IndexError, ValueError) as e:  # a truncated file: IndexError
+        reason = (e.message if isinstance(e, tf.errors.OpError) else str(e)).splitlines()[0]
+        raise PicoGPTError(f"cannot read the checkpoint in {model_dir} ({reason[:200]}); "
+                           f"delete its model.ckpt.* files to download them again.") from None
 
 
 def nest(arrays: dict[str, np.ndarray]) -> dict[str, Any]:

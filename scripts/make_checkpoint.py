@@ -76,7 +76,8 @@ def random_arrays(hparams: dict, seed: int, sharp: bool) -> dict[str, np.ndarray
 
 def save_checkpoint(arrays: dict[str, np.ndarray], out: Path) -> None:
     """Save the arrays as TF1 variables with a Saver: OpenAI's four checkpoint files."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # quiet start-up: no kernels run here
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
     import tensorflow as tf
 
     with tf.Graph().as_default():

@@ -1,0 +1,287 @@
+"""Downloads, caches and the CLI under faults: a server on 127.0.0.1 that misbehaves on purpose,
+killed processes, damaged files. Each test checks what the user sees and that the model folder
+ends with correct files or none."""
+
+import http.server
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_load import PICOGPT, picogpt, published
+
+from picogpt import PicoGPTError
+from picogpt.load import FILES, RETRIES, download_missing
+
+DATA = "model.ckpt.data-00000-of-00001"
+
+
+class FaultyHandler(http.server.BaseHTTPRequestHandler):
+    """A file server that honours Range, and breaks the way server.fault(name, n) says.
+
+    fault returns what to do with the n-th request (0-based) for a file: "ok", "drop" (send
+    half the body and close), "500", "404", "stall" (answer nothing for a while), "trickle"
+    (send slowly), or "ok-no-range" / "drop-no-range" (ignore the Range header).
+    """
+
+    def do_GET(self):
+        server, name = self.server, self.path.rsplit("/", 1)[-1]
+        server.requests.append((name, self.headers.get("Range")))
+        fault = server.fault(name, sum(n == name for n, _ in server.requests) - 1)
+        path = server.root / self.path.lstrip("/")
+        if fault in ("404", "500") or not path.is_file():
+            self.send_error(500 if fault == "500" else 404)
+            return
+        if fault == "stall":
+            time.sleep(3)
+            return
+        data, start = path.read_bytes(), 0
+        ranged = self.headers.get("Range") and "no-range" not in fault
+        if ranged:
+            start = int(self.headers["Range"].removeprefix("bytes=").split("-")[0])
+        self.send_response(206 if ranged else 200)
+        if ranged:
+            self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+        self.send_header("Content-Length", str(len(data) - start))
+        self.end_headers()
+        body = data[start:]
+        if fault.startswith("drop"):
+            self.wfile.write(body[: len(body) // 2])
+            self.close_connection = True
+        elif fault == "trickle":
+            for i in range(0, len(body), 16384):
+                self.wfile.write(body[i : i + 16384])
+                time.sleep(0.01)
+        else:
+            self.wfile.write(body)
+
+    def log_message(self, format, *args):
+        pass
+
+
+@pytest.fixture
+def faulty(tiny, tmp_path):
+    """Start a misbehaving server over a copy of the tiny checkpoint's seven files."""
+    servers = []
+    root = published(tiny, tmp_path / "site")
+
+    def start(fault=lambda name, n: "ok"):
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FaultyHandler)
+        server.root, server.fault, server.requests = root, fault, []
+        server.url = f"http://127.0.0.1:{server.server_port}"
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def assert_correct_or_absent(model_dir: Path, tiny) -> None:
+    """Every one of the seven files in model_dir is either the real file or not there."""
+    for name in FILES:
+        path = model_dir / name
+        assert not path.exists() or path.read_bytes() == (tiny.model_dir / name).read_bytes(), name
+
+
+def fetch(server, model_dir, **retry):
+    download_missing(model_dir, f"{server.url}/124M", **{"backoff": 0.01, **retry})
+
+
+def test_a_dropped_connection_resumes_with_range(faulty, tiny, tmp_path):
+    server = faulty(lambda name, n: "drop" if name == DATA and n == 0 else "ok")
+    fetch(server, tmp_path / "124M")
+    assert_correct_or_absent(tmp_path / "124M", tiny)
+    assert all((tmp_path / "124M" / name).exists() for name in FILES)
+    first, second = [r for name, r in server.requests if name == DATA]
+    half = (tiny.model_dir / DATA).stat().st_size // 2  # what the server sent before closing
+    resumed_at = int(second.removeprefix("bytes=").removesuffix("-"))
+    assert first is None and 0 < resumed_at <= half  # from what had been written, not from 0
+
+
+def test_a_server_that_ignores_range_gets_the_file_again_from_the_start(faulty, tiny, tmp_path):
+    server = faulty(lambda name, n: "drop-no-range" if name == DATA and n == 0 else
+                    "ok-no-range")
+    fetch(server, tmp_path / "124M")
+    assert_correct_or_absent(tmp_path / "124M", tiny)
+    assert (tmp_path / "124M" / DATA).exists()
+
+
+def test_500_then_200_is_retried(faulty, tiny, tmp_path):
+    server = faulty(lambda name, n: "500" if n == 0 else "ok")
+    fetch(server, tmp_path / "124M")
+    assert_correct_or_absent(tmp_path / "124M", tiny)
+    assert len(server.requests) == 2 * len(FILES)
+
+
+def test_404_says_the_size_or_address_is_wrong(faulty, tmp_path, tiny):
+    server = faulty(lambda name, n: "404")
+    with pytest.raises(PicoGPTError, match=r"/124M/checkpoint does not exist \(HTTP 404\): "
+                                           r"check --model_size and the download address"):
+        fetch(server, tmp_path / "124M")
+    assert len(server.requests) == 1  # not worth retrying
+    assert_correct_or_absent(tmp_path / "124M", tiny)
+
+
+def test_a_body_shorter_than_content_length_never_becomes_a_file(faulty, tiny, tmp_path):
+    server = faulty(lambda name, n: "drop-no-range" if name == DATA else "ok")
+    with pytest.raises(PicoGPTError, match=rf"could not download .*{DATA} \(the connection "
+                                           rf"dropped mid-file; {RETRIES + 1} tries\)"):
+        fetch(server, tmp_path / "124M")
+    assert not (tmp_path / "124M" / DATA).exists()
+    assert_correct_or_absent(tmp_path / "124M", tiny)
+
+
+def test_a_server_that_does_not_answer_times_out(faulty, tiny, tmp_path):
+    server = faulty(lambda name, n: "stall")
+    with pytest.raises(PicoGPTError, match=r"no answer within 0.5 s; 5 tries"):
+        fetch(server, tmp_path / "124M", timeout=0.5)
+    assert_correct_or_absent(tmp_path / "124M", tiny)
+    assert not (tmp_path / "124M" / "checkpoint").exists()
+
+
+def test_offline_explains_how_to_place_the_files_by_hand(tmp_path):
+    with pytest.raises(PicoGPTError, match=r"the host name does not resolve; 1 tries\). If you "
+                                           r"are offline, copy the seven files \(checkpoint, "):
+        download_missing(tmp_path / "124M", "http://no-such-host.invalid/124M")
+    with socket_closed() as port:  # nothing listens: refused, retried, then explained
+        with pytest.raises(PicoGPTError, match=r"connection refused; 5 tries"):
+            download_missing(tmp_path / "124M", f"http://127.0.0.1:{port}/124M", backoff=0.01)
+    assert not any((tmp_path / "124M" / name).exists() for name in FILES)
+
+
+class socket_closed:
+    """A port on 127.0.0.1 that nothing listens on."""
+
+    def __enter__(self):
+        import socket
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+    def __exit__(self, *exc):
+        return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
+def test_a_download_killed_midway_leaves_no_complete_looking_file(faulty, tiny, tmp_path, sig):
+    slow = faulty(lambda name, n: "trickle" if name == DATA else "ok")
+    models_dir = tmp_path / "models"
+    env = {**os.environ, "PICOGPT_BASE_URL": slow.url}
+    process = subprocess.Popen([str(PICOGPT), "hi", "--models_dir", str(models_dir)], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    part = models_dir / "124M" / f"{DATA}.part"
+    deadline = time.time() + 60
+    while not (part.exists() and part.stat().st_size > 100_000) and time.time() < deadline:
+        time.sleep(0.05)
+    process.send_signal(sig)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == (130 if sig == signal.SIGINT else -signal.SIGKILL)
+    if sig == signal.SIGINT:
+        assert "Traceback" not in stderr
+    assert not (models_dir / "124M" / DATA).exists() and part.exists()
+    assert_correct_or_absent(models_dir / "124M", tiny)
+    # the next run resumes the part and ends with the real files and text
+    done = picogpt("hi", "--n_tokens", "5", "--models_dir", str(models_dir),
+                   env={"PICOGPT_BASE_URL": faulty().url})
+    assert done.returncode == 0, done.stderr
+    assert all((models_dir / "124M" / name).exists() for name in FILES)
+    assert_correct_or_absent(models_dir / "124M", tiny)
+
+
+def test_two_processes_downloading_at_once_end_with_one_correct_copy(faulty, tiny, tmp_path):
+    server = faulty(lambda name, n: "trickle" if name == DATA else "ok")
+    models_dir = tmp_path / "models"
+    env = {**os.environ, "PICOGPT_BASE_URL": server.url}
+    cmd = [str(PICOGPT), "hi", "--n_tokens", "5", "--models_dir", str(models_dir)]
+    runs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True) for _ in range(2)]
+    outputs = [run.communicate(timeout=300) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], outputs
+    assert outputs[0][0] == outputs[1][0]
+    assert sorted(name for name, _ in server.requests) == sorted(FILES)  # each fetched once
+    assert_correct_or_absent(models_dir / "124M", tiny)
+
+
+def test_a_file_truncated_after_download_is_fetched_again(faulty, tiny, tmp_path):
+    server = faulty()
+    models_dir = tmp_path / "models"
+    first = picogpt("hi", "--n_tokens", "5", "--models_dir", str(models_dir), "--base_url",
+                    server.url)
+    data = models_dir / "124M" / DATA
+    data.write_bytes(data.read_bytes()[:1000])
+    server.requests.clear()
+    again = picogpt("hi", "--n_tokens", "5", "--models_dir", str(models_dir), "--base_url",
+                    server.url)
+    assert again.returncode == 0 and again.stdout == first.stdout
+    assert [name for name, _ in server.requests] == [DATA]
+    assert_correct_or_absent(models_dir / "124M", tiny)
+
+
+def test_a_truncated_checkpoint_placed_by_hand_is_refused_by_name(tiny, tmp_path):
+    model_dir = tmp_path / "models" / "124M"
+    model_dir.mkdir(parents=True)
+    for name in FILES:
+        shutil.copy(tiny.model_dir / name, model_dir / name)
+    (model_dir / DATA).write_bytes((tiny.model_dir / DATA).read_bytes()[:5000])
+    done = picogpt("hi", "--models_dir", str(tmp_path / "models"))
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.startswith(f"picogpt: cannot read the checkpoint in {model_dir}")
+    assert "delete its model.ckpt.* files to download them again" in done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+def test_a_damaged_converted_cache_is_rebuilt_not_used(tiny, tmp_path):
+    models_dir = tmp_path / "models"
+    shutil.copytree(tiny.models_dir, models_dir)
+    first = picogpt("hi", "--n_tokens", "8", "--models_dir", str(models_dir))
+    tensor = models_dir / "124M" / "params" / "h0.attn.c_attn.w.npy"
+    damaged = bytearray(tensor.read_bytes())
+    damaged[-4000:-3996] = np.float32(1e6).tobytes()  # one weight: same size, wrong value
+    tensor.write_bytes(bytes(damaged))
+    again = picogpt("hi", "--n_tokens", "8", "--models_dir", str(models_dir))
+    assert again.returncode == 0 and again.stdout == first.stdout
+    assert tensor.read_bytes() != bytes(damaged)  # rebuilt from the checkpoint
+    manifest = json.loads((models_dir / "124M" / "params" / "manifest.json").read_text())
+    assert "h0.attn.c_attn.w" in manifest["tensors"]
+
+
+def test_ctrl_c_while_generating_keeps_the_text_and_exits_130(gpt2_124m):
+    process = subprocess.Popen([str(PICOGPT), "hi", "--n_tokens", "900", "--models_dir",
+                                str(gpt2_124m.models_dir)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    first = process.stdout.read(1)  # generation has started and is streaming
+    process.send_signal(signal.SIGINT)
+    rest, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert len(first + rest) >= 1 and b"Traceback" not in stderr
+
+
+def test_an_unwritable_models_dir_is_one_line(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    done = picogpt("hi", "--models_dir", str(blocker / "models"))
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"picogpt: cannot write to {blocker / 'models' / '124M'}")
+    assert "Choose a folder you can write with --models_dir." in done.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--base_url", "not-a-url"], "is not a download address"),
+    (["--seed", "-1", "--top_k", "5"], "seed=-1 is not a whole number from 0 up"),
+    (["--seed", "abc", "--top_k", "5"], "seed='abc' is not a whole number"),
+])
+def test_more_bad_flags_are_one_line(tiny, tmp_path, args, message):
+    models_dir = tmp_path / "m" if "--base_url" in args else tiny.models_dir
+    done = picogpt("hi", "--models_dir", str(models_dir), *args)
+    assert done.returncode == 1 and message in done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
