@@ -1,5 +1,6 @@
 """The picogpt command as a user runs it: a subprocess, its output and its exit code."""
 
+import numpy as np
 import pytest
 from test_load import picogpt
 
@@ -42,3 +43,20 @@ def test_help_explains_every_flag():
                  "--seed", "--base_url"]:
         assert flag in text
     assert "Sample among the k most likely tokens" in text
+
+
+def test_streamed_text_is_the_decoded_text_with_split_characters_held_back(vocab_dir):
+    from picogpt.cli import stream_text
+    from picogpt.load import read_encoder
+
+    encoder = read_encoder(vocab_dir)
+    byte_token = {b: i for i, b in encoder.token_bytes.items() if len(b) == 1}
+    euro = [byte_token[bytes([b])] for b in "€".encode()]  # one character, three tokens
+    assert list(stream_text(euro, encoder)) == ["", "", "€", ""]
+    rng = np.random.default_rng(0)
+    partial = [i for b, i in byte_token.items() if b[0] >= 0x80]  # pieces of characters
+    for _ in range(300):
+        ids = [int(rng.choice(partial)) if rng.random() < 0.5 else int(rng.integers(50257))
+               for _ in range(rng.integers(0, 30))]
+        pieces = list(stream_text(ids, encoder))
+        assert "".join(pieces) == encoder.decode(ids)

@@ -4,11 +4,13 @@ import inspect
 
 import numpy as np
 import pytest
-from test_model import load, prompt_ids
+import torch
+from conftest import hf_model
+from test_model import float64, load, prompt_ids
 
 from picogpt import PicoGPTError, generate, gpt2, softmax
 from picogpt.encoder import END_OF_TEXT
-from picogpt.generate import greedy, top_k
+from picogpt.generate import feed, greedy, top_k
 
 
 def test_top_k_draws_only_the_k_best_in_proportion_to_their_probability():
@@ -88,6 +90,26 @@ def test_settings_the_model_cannot_honour_are_refused(tiny, n_prompt, settings, 
     with pytest.raises(PicoGPTError) as error:
         list(generate(prompt_ids(n_prompt), params, hparams["n_head"], **settings))
     assert message in str(error.value)
+
+
+def test_feeding_a_prompt_in_chunks_is_the_same_as_one_pass(tiny):
+    hparams, params = load(tiny.models_dir)
+    params64 = float64(params)  # exact arithmetic: chunking changes only the rounding order
+    ids = prompt_ids(23)
+    full = gpt2(np.array(ids), **params64, n_head=hparams["n_head"])
+    for chunk in (1, 5, 23, 128):
+        logits, cache = feed(ids, params64, hparams["n_head"], [], chunk=chunk)
+        np.testing.assert_allclose(logits, full[-1], atol=1e-9, rtol=0)
+        assert cache[0][0].shape == (23, hparams["n_embd"])
+
+
+def test_a_prompt_longer_than_a_chunk_gives_transformers_greedy_tokens(gpt2_124m):
+    hparams, params = load(gpt2_124m.models_dir)
+    ids = prompt_ids(300, seed=4)  # three chunks of prefill
+    with torch.no_grad():
+        out = hf_model(gpt2_124m).generate(torch.tensor([ids]), max_new_tokens=12,
+                                           do_sample=False, pad_token_id=50256)
+    assert list(generate(ids, params, hparams["n_head"], 12)) == out[0, 300:].tolist()
 
 
 def test_the_context_can_be_filled_exactly(tiny):
