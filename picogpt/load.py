@@ -33,7 +33,7 @@ FILES = ("checkpoint", "encoder.json", "hparams.json", "model.ckpt.data-00000-of
 N_VOCAB, N_MERGES = 50257, 50000  # what GPT-2's encoder.json and vocab.bpe hold
 HPARAMS = ("n_vocab", "n_ctx", "n_embd", "n_head", "n_layer")
 RETRIES = 4  # tries after the first, for resets, time-outs and 5xx answers
-CHUNK = 1 << 20
+DOWNLOAD_CHUNK = 1 << 20  # bytes per read while streaming a file
 
 
 def load_encoder_hparams_and_params(model_size: str = "124M", models_dir: str = "models",
@@ -111,8 +111,9 @@ def download_file(url: str, path: Path, timeout: float = 30.0, backoff: float = 
         except (requests.ConnectionError, requests.Timeout, IncompleteError, ServerError) as e:
             reason = why_it_failed(e, timeout)
             if attempt == RETRIES or reason == OFFLINE:  # waiting will not bring a network back
+                tries = "1 try" if attempt == 0 else f"{attempt + 1} tries"
                 raise PicoGPTError(
-                    f"could not download {url} ({reason}; {attempt + 1} tries). If you are "
+                    f"could not download {url} ({reason}; {tries}). If you are "
                     f"offline, copy the seven files ({', '.join(FILES)}) into {path.parent}/ by "
                     f"hand; a partial download resumes when you run again.") from None
             time.sleep(backoff * 2**attempt)
@@ -171,7 +172,7 @@ def receive(url: str, part: Path, timeout: float) -> None:
             with open(part, "ab" if resumed else "wb") as f, tqdm(
                     desc=part.name.removesuffix(".part"), total=total, initial=start, unit="B",
                     unit_scale=True, unit_divisor=1024, leave=False) as bar:
-                for chunk in response.iter_content(CHUNK):
+                for chunk in response.iter_content(DOWNLOAD_CHUNK):
                     bar.update(f.write(chunk))
         except requests.exceptions.ChunkedEncodingError:  # dropped mid-body
             raise IncompleteError("the connection dropped mid-file") from None

@@ -17,7 +17,9 @@ memory peaks stay apart; load and start-up times are taken in fresh processes. F
 - picogpt's decode speed as a share of the memory-bandwidth limit: bytes read per token
   (every weight but the unused rows of wpe, plus the KV cache) / measured read bandwidth.
 
-Medians of --repeats runs. transformers decodes with its KV cache both through a plain loop of
+Medians of --repeats runs within a process, then medians over --rounds rounds in which the two
+engines take turns (this kind of machine drifts by ~20% over minutes). transformers decodes
+with its KV cache both through a plain loop of
 forward calls and through `generate`; the ratios use the faster of the two.
 """
 
@@ -63,15 +65,18 @@ def median_time(run, repeats: int) -> float:
 # ---- what runs inside each engine's process -------------------------------------------------
 
 def picogpt_engine(work: Path):
-    """(prefill, step) for picogpt: prefill(ids) -> state, step(state, id) -> (id, state)."""
+    """(prefill, step) for picogpt, set up as the picogpt command sets itself up."""
+    from picogpt.cli import reuse_freed_memory
+    from picogpt.generate import feed
     from picogpt.load import load_encoder_hparams_and_params
     from picogpt.model import gpt2
 
+    reuse_freed_memory()
     _, hparams, params = load_encoder_hparams_and_params("124M", str(work / "models"))
     n_head = hparams["n_head"]
 
-    def prefill(ids):
-        logits, cache = gpt2(np.array(ids), **params, n_head=n_head, cache=[])
+    def prefill(ids):  # as generate feeds a prompt: in chunks, through the cache
+        logits, cache = feed(ids, params, n_head, [])
         return int(np.argmax(logits)), cache
 
     def step(next_id, cache):
@@ -233,9 +238,9 @@ def report(results: dict, info: dict, bandwidth: float) -> str:
             ("decode 40 after 512, generate() (tok/s)", "generate_decode_after_512_tok_s"),
             ("decode ms/token at ~16", "ms_per_token_at_16"),
             ("decode ms/token at ~900", "ms_per_token_at_880"),
-            ("peak memory, 40 after 16 (MB)", "peak_rss_mb_16"),
-            ("peak memory, 40 after 512 (MB)", "peak_rss_mb_512"),
-            ("peak memory, 40 after 880 (MB)", "peak_rss_mb_880")]
+            ("peak memory, 40 after 16 (MiB)", "peak_rss_mb_16"),
+            ("peak memory, 40 after 512 (MiB)", "peak_rss_mb_512"),
+            ("peak memory, 40 after 880 (MiB)", "peak_rss_mb_880")]
     lines = [f"{'':42}{'picogpt':>12}{'transformers':>14}{'ratio':>8}"]
     for label, key in rows:
         a, b = p.get(key), t.get(key)
@@ -295,7 +300,9 @@ def run_child(args) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", type=Path, default=None, help="folder for the checkpoints")
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=5, help="timed runs per figure")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds in which the engines take turns; figures are medians")
     parser.add_argument("--json", type=Path, default=None, help="also save the figures here")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("engine", nargs="?", help=argparse.SUPPRESS)
@@ -309,24 +316,33 @@ def main() -> None:
     print(f"bench: {threads()} threads, numpy {np.__version__}, checkpoint in {work}",
           file=sys.stderr)
     info = prepare(work)
-    results = {}
-    for engine in ("picogpt", "transformers"):
-        figures = {}
-        for n_prompt in (16, 512, 880):
-            figures.update(json.loads(child("--child", "measure", engine, "--work", str(work),
-                                            "--repeats", str(args.repeats),
-                                            "--n_prompt", str(n_prompt))))
-        figures["load_cold_s"] = load_seconds(engine, work, cold=True)
-        figures["load_warm_s"] = statistics.median(
-            load_seconds(engine, work, cold=False) for _ in range(3))
-        figures["first_token_s"] = statistics.median(
-            first_token_seconds(engine, work) for _ in range(3))
-        results[engine] = figures
+    engines = ("picogpt", "transformers")
+    rounds = {engine: [] for engine in engines}
+    # this machine's speed drifts by ~20% from minute to minute: the engines take turns within
+    # each round, so every ratio compares runs made under the same conditions
+    for _ in range(args.rounds):
+        for engine in engines:
+            figures = {"load_cold_s": load_seconds(engine, work, cold=True),
+                       "load_warm_s": load_seconds(engine, work, cold=False),
+                       "first_token_s": first_token_seconds(engine, work)}
+            for n_prompt in (16, 512, 880):
+                figures.update(json.loads(child(
+                    "--child", "measure", engine, "--work", str(work), "--repeats",
+                    str(args.repeats), "--n_prompt", str(n_prompt))))
+            rounds[engine].append(figures)
+    results = {engine: {key: statistics.median(r[key] for r in runs) if runs[0][key] is not None
+                        else None for key in runs[0]} for engine, runs in rounds.items()}
+    spread = {engine: {key: (min(r[key] for r in runs), max(r[key] for r in runs))
+                       for key in runs[0] if runs[0][key] is not None}
+              for engine, runs in rounds.items()}
+    info["spread"] = spread
     bandwidth = read_bandwidth()
     print(report(results, info, bandwidth))
     if args.json:
         args.json.write_text(json.dumps({"results": results, "info": info,
                                          "bandwidth": bandwidth}, indent=1))
+    decode = [r["decode_after_16_tok_s"] for r in rounds["picogpt"]]
+    print(f"picogpt decode after 16 over the rounds: {min(decode):.1f} to {max(decode):.1f} tok/s")
 
 
 if __name__ == "__main__":

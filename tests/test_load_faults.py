@@ -150,7 +150,7 @@ def test_a_server_that_does_not_answer_times_out(faulty, tiny, tmp_path):
 
 
 def test_offline_explains_how_to_place_the_files_by_hand(tmp_path):
-    with pytest.raises(PicoGPTError, match=r"the host name does not resolve; 1 tries\). If you "
+    with pytest.raises(PicoGPTError, match=r"the host name does not resolve; 1 try\). If you "
                                            r"are offline, copy the seven files \(checkpoint, "):
         download_missing(tmp_path / "124M", "http://no-such-host.invalid/124M")
     with socket_closed() as port:  # nothing listens: refused, retried, then explained
