@@ -131,13 +131,17 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 @pytest.fixture
 def serve():
-    """Start HTTP servers on 127.0.0.1 over folders; each has .url and .requests."""
+    """Start HTTP servers on 127.0.0.1 over folders; each has .url, .requests and attributes."""
     servers = []
 
-    def start(directory: Path, handler=QuietHandler) -> http.server.ThreadingHTTPServer:
+    def start(directory: Path, handler=QuietHandler,
+              **attributes) -> http.server.ThreadingHTTPServer:
         server = http.server.ThreadingHTTPServer(
             ("127.0.0.1", 0), functools.partial(handler, directory=str(directory)))
         server.url, server.requests = f"http://127.0.0.1:{server.server_port}", []
+        server.daemon_threads = True  # a stalled answer must not hold up shutdown
+        for name, value in attributes.items():
+            setattr(server, name, value)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
         return server

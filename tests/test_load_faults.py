@@ -2,18 +2,17 @@
 killed processes, damaged files. Each test checks what the user sees and that the model folder
 ends with correct files or none."""
 
-import http.server
 import json
 import os
 import shutil
 import signal
 import subprocess
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import QuietHandler
 from test_load import PICOGPT, picogpt, published
 
 from picogpt import PicoGPTError
@@ -22,7 +21,7 @@ from picogpt.load import FILES, RETRIES, download_missing
 DATA = "model.ckpt.data-00000-of-00001"
 
 
-class FaultyHandler(http.server.BaseHTTPRequestHandler):
+class FaultyHandler(QuietHandler):
     """A file server that honours Range, and breaks the way server.fault(name, n) says.
 
     fault returns what to do with the n-th request (0-based) for a file: "ok", "drop" (send
@@ -34,7 +33,7 @@ class FaultyHandler(http.server.BaseHTTPRequestHandler):
         server, name = self.server, self.path.rsplit("/", 1)[-1]
         server.requests.append((name, self.headers.get("Range")))
         fault = server.fault(name, sum(n == name for n, _ in server.requests) - 1)
-        path = server.root / self.path.lstrip("/")
+        path = Path(self.directory) / self.path.lstrip("/")
         if fault in ("404", "500") or not path.is_file():
             self.send_error(500 if fault == "500" else 404)
             return
@@ -66,24 +65,10 @@ class FaultyHandler(http.server.BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def faulty(tiny, tmp_path):
+def faulty(tiny, tmp_path, serve):
     """Start a misbehaving server over a copy of the tiny checkpoint's seven files."""
-    servers = []
     root = published(tiny, tmp_path / "site")
-
-    def start(fault=lambda name, n: "ok"):
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FaultyHandler)
-        server.root, server.fault, server.requests = root, fault, []
-        server.url = f"http://127.0.0.1:{server.server_port}"
-        server.daemon_threads = True
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+    return lambda fault=lambda name, n: "ok": serve(root, FaultyHandler, fault=fault)
 
 
 def assert_correct_or_absent(model_dir: Path, tiny) -> None:
