@@ -53,6 +53,7 @@ def generate(input_ids: Sequence[int], params: dict, n_head: int, n_tokens: int,
 def feed(ids: Sequence[int], params: dict, n_head: int, cache: list,
          chunk: int = CHUNK) -> tuple[np.ndarray, list]:  # [n_new] -> [n_vocab], cache
     """Run ids through the model after the cache, chunk at a time; the last logits and cache."""
+    assert ids, "feed needs at least one id"
     for start in range(0, len(ids), chunk):
         logits, cache = gpt2(np.array(ids[start : start + chunk]), **params, n_head=n_head,
                              cache=cache)

@@ -244,16 +244,16 @@ def read_params(model_dir: Path) -> dict[str, np.ndarray] | None:
             model_dir):
         return None
     arrays = {}
-    for name, meta in manifest["tensors"].items():
-        try:
+    try:
+        for name, meta in manifest["tensors"].items():
             array = np.asarray(np.load(params_dir / f"{name}.npy", mmap_mode="r"))
-        except (OSError, ValueError):  # missing or truncated
-            return None
-        if (list(array.shape) != meta["shape"] or array.dtype != np.float32
-                or zlib.crc32(array) != meta["crc32"]):
-            return None
-        arrays[name] = array
-    return arrays
+            if (list(array.shape) != meta["shape"] or array.dtype != np.float32
+                    or zlib.crc32(array) != meta["crc32"]):
+                return None
+            arrays[name] = array
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # missing or malformed
+        return None
+    return arrays or None
 
 
 def build_params(model_dir: Path) -> dict[str, np.ndarray]:

@@ -240,6 +240,19 @@ def test_a_damaged_converted_cache_is_rebuilt_not_used(tiny, tmp_path):
     assert "h0.attn.c_attn.w" in manifest["tensors"]
 
 
+def test_a_malformed_cache_manifest_is_rebuilt(tiny, tmp_path):
+    models_dir = tmp_path / "models"
+    shutil.copytree(tiny.models_dir, models_dir)
+    first = picogpt("hi", "--n_tokens", "4", "--models_dir", str(models_dir))
+    manifest = models_dir / "124M" / "params" / "manifest.json"
+    source = json.loads(manifest.read_text())["source"]
+    manifest.write_text(json.dumps({"source": source, "tensors": {"wte": {}}}))  # valid JSON
+    again = picogpt("hi", "--n_tokens", "4", "--models_dir", str(models_dir))
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == first.stdout
+    assert len(json.loads(manifest.read_text())["tensors"]) > 1
+
+
 def test_ctrl_c_while_generating_keeps_the_text_and_exits_130(gpt2_124m):
     process = subprocess.Popen([str(PICOGPT), "hi", "--n_tokens", "900", "--models_dir",
                                 str(gpt2_124m.models_dir)], stdout=subprocess.PIPE,
