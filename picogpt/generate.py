@@ -39,9 +39,15 @@ def generate(input_ids: Sequence[int], params: dict, n_head: int, n_tokens: int,
              top_k: int | None = None, temperature: float = 1.0,
              seed: int | None = None) -> Iterator[int]:
     """Yield n_tokens new token ids after input_ids, one at a time (greedy unless top_k is set)."""
-    check_settings(len(input_ids), params, n_tokens, top_k, temperature, seed)
-    rng = np.random.default_rng(seed)
-    new_ids = [*input_ids] or [END_OF_TEXT]  # no prompt: start as GPT-2 starts a document
+    check_settings(len(input_ids), params, n_tokens, top_k, temperature, seed)  # at the call
+    return decode_loop([*input_ids], params, n_head, n_tokens, top_k, temperature,
+                       np.random.default_rng(seed))
+
+
+def decode_loop(input_ids: list[int], params: dict, n_head: int, n_tokens: int,
+                top_k: int | None, temperature: float, rng: np.random.Generator) -> Iterator[int]:
+    """The loop behind generate: feed the prompt once, then each token it picks."""
+    new_ids = input_ids or [END_OF_TEXT]  # no prompt: start as GPT-2 starts a document
     cache = []  # keys and values of every position so far, one (k, v) per block
     for _ in range(n_tokens):
         logits, cache = feed(new_ids, params, n_head, cache)  # the prompt, then each new token

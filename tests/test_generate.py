@@ -87,8 +87,8 @@ def test_an_empty_prompt_starts_from_end_of_text(tiny):
 def test_settings_the_model_cannot_honour_are_refused(tiny, n_prompt, settings, message):
     hparams, params = load(tiny.models_dir)
     settings = {"n_tokens": 3, **settings}
-    with pytest.raises(PicoGPTError) as error:
-        list(generate(prompt_ids(n_prompt), params, hparams["n_head"], **settings))
+    with pytest.raises(PicoGPTError) as error:  # at the call, before any token is asked for
+        generate(prompt_ids(n_prompt), params, hparams["n_head"], **settings)
     assert message in str(error.value)
 
 
