@@ -144,10 +144,10 @@ def measure_engine(engine: str, work: Path, repeats: int, n_prompt: int) -> dict
 
 # ---- what the parent does -------------------------------------------------------------------
 
-def child(*args: str, env: dict | None = None) -> str:
+def child(*args: str) -> str:
     """Run this script's --child mode in a new process and return what it printed."""
     done = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, cwd=ROOT)
+                          cwd=ROOT)
     if done.returncode:
         sys.exit(f"bench: child {args} failed:\n{done.stderr[-3000:]}")
     return done.stdout.strip().splitlines()[-1]

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from test_load import picogpt
+from test_load import assert_one_line_error, picogpt
 
 
 @pytest.mark.parametrize("args, message", [
@@ -21,10 +21,7 @@ from test_load import picogpt
 ])
 def test_bad_input_is_one_line_and_exit_code_1(tiny, args, message):
     done = picogpt(*args, "--models_dir", str(tiny.models_dir))
-    assert done.returncode == 1
-    assert done.stderr == f"picogpt: {done.stderr.removeprefix('picogpt: ')}"
-    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
-    assert message in done.stderr
+    assert_one_line_error(done, message)
     assert done.stdout == ""
 
 

@@ -30,6 +30,13 @@ def picogpt(*args, env=None, **kwargs):
                           env={**os.environ, **(env or {})}, **kwargs)
 
 
+def assert_one_line_error(done, message: str) -> None:
+    """The command failed as a user should see it: one line on stderr, exit 1, no traceback."""
+    assert done.returncode == 1
+    assert done.stderr.startswith("picogpt: ") and done.stderr.count("\n") == 1
+    assert "Traceback" not in done.stderr and message in done.stderr
+
+
 def child_load(models_dir: Path) -> str:
     """Load in a child process (a first load imports TensorFlow); report what it imported."""
     code = ("import sys; from picogpt.load import load_encoder_hparams_and_params as load; "
