@@ -1,39 +1,29 @@
-"""Getting a GPT-2 onto this machine: download, checkpoint -> params, hparams, vocabulary.
+"""Reading a GPT-2 from disk: checkpoint -> params, hparams, vocabulary, and the .npy cache.
 
-Owns every network and disk access of picogpt, all under its `models_dir` argument, plus the
-download progress bars on stderr. It must not print anything else or touch the model math.
+Owns every read and write under `models_dir` except the download itself, which `download.py`
+does (every network access is there). It must not print or touch the model math.
 
 Layout of `models_dir/<size>/`: OpenAI's seven files, `download.json` (the byte size of each
-file this code downloaded, to spot a file damaged later) and `params/`, the checkpoint converted
+file picogpt downloaded, to spot a file damaged later) and `params/`, the checkpoint converted
 to one `.npy` per tensor with a `manifest.json` of shapes and CRC-32s. TensorFlow is needed only
 to build `params/`; later runs memory-map the `.npy` files and never import it.
 """
 
-import contextlib
-import json
 import os
 import shutil
-import sys
-import time
 import zlib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import requests
-from tqdm import tqdm
 
+from .download import download_missing, download_url, model_lock, read_json, write_json_atomic
 from .encoder import END_OF_TEXT, Encoder
 from .errors import PicoGPTError
 
-BASE_URL = "https://openaipublic.blob.core.windows.net/gpt-2/models"
 MODEL_SIZES = ("124M", "355M", "774M", "1558M")
-FILES = ("checkpoint", "encoder.json", "hparams.json", "model.ckpt.data-00000-of-00001",
-         "model.ckpt.index", "model.ckpt.meta", "vocab.bpe")
 N_VOCAB, N_MERGES = 50257, 50000  # what GPT-2's encoder.json and vocab.bpe hold
 HPARAMS = ("n_vocab", "n_ctx", "n_embd", "n_head", "n_layer")
-RETRIES = 4  # tries after the first, for resets, time-outs and 5xx answers
-DOWNLOAD_CHUNK = 1 << 20  # bytes per read while streaming a file
 
 
 def load_encoder_hparams_and_params(model_size: str = "124M", models_dir: str = "models",
@@ -43,11 +33,7 @@ def load_encoder_hparams_and_params(model_size: str = "124M", models_dir: str = 
         raise PicoGPTError(f"unknown model size {model_size!r}; choose one of "
                            f"{', '.join(MODEL_SIZES)}.")
     model_dir = Path(models_dir) / model_size
-    base_url = (base_url or os.environ.get("PICOGPT_BASE_URL") or BASE_URL).rstrip("/")
-    if not base_url.startswith(("http://", "https://")):
-        raise PicoGPTError(f"{base_url!r} is not a download address: give --base_url (or "
-                           f"PICOGPT_BASE_URL) as http://... or https://...")
-    download_missing(model_dir, f"{base_url}/{model_size}")
+    download_missing(model_dir, download_url(model_size, base_url))
     hparams = read_hparams(model_dir)
     encoder = read_encoder(model_dir)
     arrays = read_params(model_dir)
@@ -56,147 +42,6 @@ def load_encoder_hparams_and_params(model_size: str = "124M", models_dir: str = 
             arrays = read_params(model_dir) or build_params(model_dir)
     check_shapes(arrays, hparams, model_dir)
     return encoder, hparams, nest(arrays)
-
-
-@contextlib.contextmanager
-def model_lock(model_dir: Path):
-    """Hold an exclusive lock on model_dir while downloading into it or converting it."""
-    try:
-        model_dir.mkdir(parents=True, exist_ok=True)
-        lock = open(model_dir / ".lock", "a")
-    except OSError as e:
-        raise PicoGPTError(f"cannot write to {model_dir}: {e.strerror}. Choose a folder you can "
-                           f"write with --models_dir.") from None
-    with lock:
-        try:
-            import fcntl  # POSIX only; without it concurrent runs are not serialised
-        except ImportError:
-            yield
-            return
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            tqdm.write(f"waiting for another picogpt that is writing to {model_dir} ...",
-                       file=sys.stderr)
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        yield  # closing the file releases the lock
-
-
-def download_missing(model_dir: Path, url: str, **retry) -> None:
-    """Download into model_dir those of the seven files that are missing or damaged."""
-    if missing_files(model_dir):
-        with model_lock(model_dir):  # another process may be downloading the same size
-            for name in missing_files(model_dir):  # it may have fetched some meanwhile
-                download_file(f"{url}/{name}", model_dir / name, **retry)
-
-
-def missing_files(model_dir: Path) -> list[str]:
-    """Files of the seven that are absent, or no longer the size they were downloaded at."""
-    sizes = read_json(model_dir / "download.json") or {}  # files placed by hand are not listed
-    paths = {name: model_dir / name for name in FILES}
-    return [name for name, path in paths.items()
-            if not path.is_file() or path.stat().st_size != sizes.get(name, path.stat().st_size)]
-
-
-def download_file(url: str, path: Path, timeout: float = 30.0, backoff: float = 1.0) -> None:
-    """Stream url to path; a file appears at path only once all of it has arrived."""
-    part = path.with_name(path.name + ".part")  # a killed download leaves only this behind
-    for attempt in range(RETRIES + 1):
-        try:
-            receive(url, part, timeout)
-            break
-        except requests.exceptions.InvalidURL:
-            raise PicoGPTError(f"{url} is not a valid address: check --base_url (or "
-                               f"PICOGPT_BASE_URL).") from None
-        except (requests.ConnectionError, requests.Timeout, IncompleteError, ServerError) as e:
-            reason = why_it_failed(e, timeout)
-            if attempt == RETRIES or reason == OFFLINE:  # waiting will not bring a network back
-                tries = "1 try" if attempt == 0 else f"{attempt + 1} tries"
-                raise PicoGPTError(
-                    f"could not download {url} ({reason}; {tries}). If you are "
-                    f"offline, copy the seven files ({', '.join(FILES)}) into {path.parent}/ by "
-                    f"hand; a partial download resumes when you run again.") from None
-            time.sleep(backoff * 2**attempt)
-    os.replace(part, path)
-    sizes = read_json(path.parent / "download.json") or {}
-    write_json_atomic(path.parent / "download.json", {**sizes, path.name: path.stat().st_size})
-
-
-OFFLINE = "the host name does not resolve"
-
-
-def why_it_failed(error: Exception, timeout: float) -> str:
-    """A few words on a failed request, instead of requests' nested exception text."""
-    if isinstance(error, requests.Timeout):
-        return f"no answer within {timeout:g} s"
-    if isinstance(error, requests.ConnectionError):
-        text = str(error)
-        if "NameResolution" in text or "resolve" in text or "not known" in text:
-            return OFFLINE
-        return "connection refused" if "refused" in text.lower() else "connection failed"
-    return str(error)  # IncompleteError and ServerError messages are short already
-
-
-class IncompleteError(Exception):
-    """The server closed before sending all the bytes it announced."""
-
-
-class ServerError(Exception):
-    """The server answered 5xx: worth asking again."""
-
-
-def receive(url: str, part: Path, timeout: float) -> None:
-    """Add to part what the server has beyond it (all of it if it ignores Range)."""
-    have = part.stat().st_size if part.exists() else 0
-    headers = {"Range": f"bytes={have}-"} if have else {}
-    with requests.get(url, stream=True, timeout=timeout, headers=headers) as response:
-        if response.status_code == 416:  # part already holds the whole file or more: start over
-            part.unlink()
-            raise IncompleteError(f"{part.name} did not match the server's file")
-        if response.status_code >= 500:
-            raise ServerError(f"the server answered HTTP {response.status_code}")
-        if response.status_code == 404:
-            raise PicoGPTError(f"{url} does not exist (HTTP 404): check --model_size and the "
-                               f"download address (--base_url or PICOGPT_BASE_URL).")
-        if response.status_code >= 400:
-            raise PicoGPTError(f"{url} answered HTTP {response.status_code}: check the download "
-                               f"address (--base_url or PICOGPT_BASE_URL).")
-        resumed = response.status_code == 206
-        if resumed and not response.headers.get("Content-Range", "").startswith(f"bytes {have}-"):
-            part.unlink()  # resumed somewhere else than asked: start again from byte 0
-            raise IncompleteError("the server resumed at the wrong place")
-        start = have if resumed else 0  # a 200 answer is the whole file, Range or not
-        length = response.headers.get("Content-Length")
-        total = start + int(length) if length is not None else None
-        try:
-            with open(part, "ab" if resumed else "wb") as f, tqdm(
-                    desc=part.name.removesuffix(".part"), total=total, initial=start, unit="B",
-                    unit_scale=True, unit_divisor=1024, leave=False) as bar:
-                for chunk in response.iter_content(DOWNLOAD_CHUNK):
-                    bar.update(f.write(chunk))
-        except requests.exceptions.ChunkedEncodingError:  # dropped mid-body
-            raise IncompleteError("the connection dropped mid-file") from None
-        except OSError as e:
-            raise PicoGPTError(f"cannot write {part}: {e.strerror}. Free some disk space or "
-                               f"choose another --models_dir.") from None
-    size = part.stat().st_size
-    if total is not None and size != total:
-        raise IncompleteError(f"the server sent {size} of {total} bytes")
-
-
-def read_json(path: Path) -> Any:
-    """The JSON at path, or None if it is absent or unreadable."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def write_json_atomic(path: Path, value: Any) -> None:
-    """Write JSON so that readers see the old file or the new one, never half of one."""
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(value, indent=1), encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def read_hparams(model_dir: Path) -> dict[str, int]:

@@ -12,7 +12,8 @@ import pytest
 from conftest import write_checkpoint
 
 from picogpt import PicoGPTError
-from picogpt.load import FILES, load_encoder_hparams_and_params
+from picogpt.download import FILES
+from picogpt.load import load_encoder_hparams_and_params
 
 PICOGPT = Path(sys.executable).parent / "picogpt"  # the console script pip installed
 

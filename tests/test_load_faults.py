@@ -16,7 +16,7 @@ from conftest import QuietHandler
 from test_load import PICOGPT, assert_one_line_error, picogpt, published
 
 from picogpt import PicoGPTError
-from picogpt.load import FILES, RETRIES, download_missing
+from picogpt.download import FILES, RETRIES, download_missing
 
 DATA = "model.ckpt.data-00000-of-00001"
 
@@ -25,8 +25,9 @@ class FaultyHandler(QuietHandler):
     """A file server that honours Range, and breaks the way server.fault(name, n) says.
 
     fault returns what to do with the n-th request (0-based) for a file: "ok", "drop" (send
-    half the body and close), "500", "404", "stall" (answer nothing for a while), "trickle"
-    (send slowly), or "ok-no-range" / "drop-no-range" (ignore the Range header).
+    half the body and close), "500", "404", "stall" (answer nothing for a while), "stall-mid"
+    (send half the body, then nothing for a while), "trickle" (send slowly), or "ok-no-range" /
+    "drop-no-range" (ignore the Range header).
     """
 
     def do_GET(self):
@@ -52,6 +53,11 @@ class FaultyHandler(QuietHandler):
         body = data[start:]
         if fault.startswith("drop"):
             self.wfile.write(body[: len(body) // 2])
+            self.close_connection = True
+        elif fault == "stall-mid":
+            self.wfile.write(body[: len(body) // 2])
+            self.wfile.flush()
+            time.sleep(2)  # the client's time-out in these tests is 0.5 s
             self.close_connection = True
         elif fault == "trickle":
             for i in range(0, len(body), 16384):
@@ -134,6 +140,25 @@ def test_a_server_that_does_not_answer_times_out(faulty, tiny, tmp_path):
     assert not (tmp_path / "124M" / "checkpoint").exists()
 
 
+def test_a_stall_mid_file_is_a_time_out_retried_and_resumed(faulty, tiny, tmp_path):
+    server = faulty(lambda name, n: "stall-mid" if name == DATA and n == 0 else "ok")
+    fetch(server, tmp_path / "124M", timeout=0.5)
+    assert_correct_or_absent(tmp_path / "124M", tiny)
+    assert all((tmp_path / "124M" / name).exists() for name in FILES)
+    first, second = [r for name, r in server.requests if name == DATA]
+    assert first is None and second is not None and second != "bytes=0-"  # resumed
+
+
+def test_a_server_that_always_stalls_mid_file_is_reported_as_a_network_problem(faulty, tiny,
+                                                                               tmp_path):
+    server = faulty(lambda name, n: "stall-mid" if name == DATA else "ok")
+    with pytest.raises(PicoGPTError, match=rf"could not download .*{DATA} \(the server sent "
+                                           rf"nothing for 0.5 s mid-file; 5 tries\)"):
+        fetch(server, tmp_path / "124M", timeout=0.5)
+    assert not (tmp_path / "124M" / DATA).exists()
+    assert (tmp_path / "124M" / f"{DATA}.part").exists()  # kept for the next run to resume
+
+
 def test_offline_explains_how_to_place_the_files_by_hand(tmp_path):
     with pytest.raises(PicoGPTError, match=r"the host name does not resolve; 1 try\). If you "
                                            r"are offline, copy the seven files \(checkpoint, "):
@@ -173,6 +198,8 @@ def test_a_download_killed_midway_leaves_no_complete_looking_file(faulty, tiny, 
     assert process.returncode == (130 if sig == signal.SIGINT else -signal.SIGKILL)
     if sig == signal.SIGINT:
         assert "Traceback" not in stderr
+        assert stderr.strip().splitlines()[-1] == (
+            f"picogpt: download stopped; {part} is kept, and the next run resumes it.")
     assert not (models_dir / "124M" / DATA).exists() and part.exists()
     assert_correct_or_absent(models_dir / "124M", tiny)
     # the next run resumes the part and ends with the real files and text
