@@ -26,21 +26,23 @@ def softmax(x: np.ndarray) -> np.ndarray:  # [..., n] -> [..., n]
 
 def layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float = 1e-5) -> np.ndarray:
     """Normalise each position to mean 0 and variance 1, then scale by g and shift by b."""
-    mean = np.mean(x, axis=-1, keepdims=True)  # [n_seq, 1]
-    variance = np.var(x, axis=-1, keepdims=True)  # [n_seq, 1]
-    return g * (x - mean) / np.sqrt(variance + eps) + b  # [n_seq, n_embd]
+    mean = np.mean(x, axis=-1, keepdims=True)  # [..., n_seq, 1]
+    variance = np.var(x, axis=-1, keepdims=True)  # [..., n_seq, 1]
+    return g * (x - mean) / np.sqrt(variance + eps) + b  # [..., n_seq, n_embd]
 
 
-# [n_seq, n_in] -> [n_seq, n_out]
+# [..., n_seq, n_in] -> [..., n_seq, n_out]
 def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Affine map; the checkpoint stores w as [n_in, n_out]."""
-    return x @ w + b
+    # one 2-D product for all rows: NumPy runs [n_batch, n_seq, n_in] @ w as one product per
+    # sample, reading w n_batch times, and reading w is most of a decode step's time
+    return (x.reshape(-1, x.shape[-1]) @ w + b).reshape(*x.shape[:-1], w.shape[-1])
 
 
-# [n_seq, n_embd] -> [n_seq, n_embd]
+# [..., n_seq, n_embd] -> [..., n_seq, n_embd]
 def ffn(x: np.ndarray, c_fc: dict, c_proj: dict) -> np.ndarray:
     """Position-wise MLP: widen to 4 * n_embd, GELU, project back."""
-    return linear(gelu(linear(x, **c_fc)), **c_proj)  # via [n_seq, 4 * n_embd]
+    return linear(gelu(linear(x, **c_fc)), **c_proj)  # via [..., n_seq, 4 * n_embd]
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -50,50 +52,57 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray) -> 
     return softmax(scores) @ v
 
 
-# [n_seq, n_embd] -> [n_head, n_seq, d_head]
+# [..., n_seq, n_embd] -> [..., n_head, n_seq, d_head]
 def split_heads(x: np.ndarray, n_head: int) -> np.ndarray:
     """View the embedding as n_head slices of d_head features each."""
-    n_seq, n_embd = x.shape
-    return x.reshape(n_seq, n_head, n_embd // n_head).transpose(1, 0, 2)
+    *batch, n_seq, n_embd = x.shape
+    return x.reshape(*batch, n_seq, n_head, n_embd // n_head).swapaxes(-3, -2)
+
+
+# [..., n_head, n_seq, d_head] -> [..., n_seq, n_embd]
+def merge_heads(x: np.ndarray) -> np.ndarray:
+    """Put the heads' slices side by side again: the inverse of split_heads."""
+    *batch, n_head, n_seq, d_head = x.shape
+    return x.swapaxes(-3, -2).reshape(*batch, n_seq, n_head * d_head)
 
 
 def extend(past: np.ndarray, new: np.ndarray) -> np.ndarray:
     """The rows of past followed by those of new, copying past only when it has no spare room."""
-    # [n_past, n_embd], [n_new, n_embd] -> [n_past + n_new, n_embd]
+    # [..., n_past, n_embd], [..., n_new, n_embd] -> [..., n_past + n_new, n_embd]
     # Re-copying the whole cache every step cost more than attention itself at long contexts,
-    # so cache arrays are views of a buffer with room to grow. A NaN row just past a view marks
+    # so cache arrays are views of a buffer with room to grow. A NaN just past a view marks
     # that room as free; once a call fills it, extending the same view again copies instead,
     # so every cache a caller holds keeps its values.
-    n_past, n_all = len(past), len(past) + len(new)
+    n_past, n_all = past.shape[-2], past.shape[-2] + new.shape[-2]
     buffer = past.base
-    if not (isinstance(buffer, np.ndarray) and buffer.shape[1:] == past.shape[1:]
-            and len(buffer) > n_all and buffer.ctypes.data == past.ctypes.data
-            and np.isnan(buffer[n_past, 0])):
-        buffer = np.empty((2 * n_all + 1, new.shape[1]), new.dtype)  # doubling: copies are rare
-        buffer[:n_past] = past
-    buffer[n_past:n_all] = new
-    buffer[n_all] = np.nan
-    return buffer[:n_all]
+    if not (isinstance(buffer, np.ndarray) and buffer.shape[:-2] == new.shape[:-2]
+            and buffer.shape[-1] == new.shape[-1] and buffer.shape[-2] > n_all
+            and buffer.ctypes.data == past.ctypes.data
+            and np.isnan(buffer[..., n_past, 0]).all()):
+        # doubling keeps copies rare; [..., n_room, n_embd]
+        buffer = np.empty((*new.shape[:-2], 2 * n_all + 1, new.shape[-1]), new.dtype)
+        buffer[..., :n_past, :] = past
+    buffer[..., n_past:n_all, :] = new
+    buffer[..., n_all, 0] = np.nan
+    return buffer[..., :n_all, :]
 
 
 def mha(x: np.ndarray, c_attn: dict, c_proj: dict, n_head: int, kv: tuple | None = None) -> tuple:
     """Causal multi-head self-attention; returns the output and this layer's keys and values."""
-    # [n_new, n_embd], kv: ([n_past, n_embd], [n_past, n_embd]) -> [n_new, n_embd], (k, v)
-    q, k, v = np.split(linear(x, **c_attn), 3, axis=-1)  # [n_new, n_embd] each
+    # [..., n_new, n_embd], kv: ([..., n_past, n_embd],) * 2 -> [..., n_new, n_embd], (k, v)
+    q, k, v = np.split(linear(x, **c_attn), 3, axis=-1)  # [..., n_new, n_embd] each
     if kv is not None:  # prepend what earlier calls computed
-        k, v = extend(kv[0], k), extend(kv[1], v)  # [n_past + n_new, n_embd]
-    n_new, n_all = len(q), len(k)  # query i sits at position n_past + i
+        k, v = extend(kv[0], k), extend(kv[1], v)  # [..., n_past + n_new, n_embd]
+    n_new, n_all = q.shape[-2], k.shape[-2]  # query i sits at position n_past + i
     mask = (1 - np.tri(n_new, n_all, k=n_all - n_new, dtype=x.dtype)) * -1e10  # [n_new, n_all]
     heads = attention(split_heads(q, n_head), split_heads(k, n_head), split_heads(v, n_head), mask)
-    # [n_head, n_new, d_head] -> [n_new, n_embd]
-    merged = heads.transpose(1, 0, 2).reshape(n_new, -1)
-    return linear(merged, **c_proj), (k, v)
+    return linear(merge_heads(heads), **c_proj), (k, v)  # [..., n_new, n_embd]
 
 
 def transformer_block(x: np.ndarray, mlp: dict, attn: dict, ln_1: dict, ln_2: dict, n_head: int,
                       kv: tuple | None = None) -> tuple:
     """One pre-norm block: attention then MLP, each added back onto the residual stream."""
-    # [n_new, n_embd], kv as in mha -> [n_new, n_embd], (k, v)
+    # [..., n_new, n_embd], kv as in mha -> [..., n_new, n_embd], (k, v)
     a, kv = mha(layer_norm(x, **ln_1), **attn, n_head=n_head, kv=kv)
     x = x + a
     return x + ffn(layer_norm(x, **ln_2), **mlp), kv
@@ -103,17 +112,19 @@ def gpt2(inputs, wte: np.ndarray, wpe: np.ndarray, blocks: list, ln_f: dict, n_h
          cache: list | None = None):
     """Logits for the token after each input; with a cache, only the last one, plus the new cache.
 
-    `cache=None` is the plain forward pass: `[n_seq]` ids -> `[n_seq, n_vocab]` logits.
-    Otherwise `cache` holds one `(k, v)` per block, each `[n_past, n_embd]`, from an earlier call
-    (`[]` to start one); the call returns `([n_vocab] logits, cache for n_past + n_new)`.
+    `cache=None` is the plain forward pass: `[n_seq]` ids -> `[n_seq, n_vocab]` logits, and a
+    batch of rows, `[n_batch, n_seq]` ids, gives `[n_batch, n_seq, n_vocab]`.
+    Otherwise `cache` holds one `(k, v)` per block, each `[..., n_past, n_embd]`, from an earlier
+    call (`[]` to start one); the call returns `([..., n_vocab] logits, cache for n_past + n_new)`.
     """
-    n_past = len(cache[0][0]) if cache else 0
-    x = wte[inputs] + wpe[n_past : n_past + len(inputs)]  # [n_new, n_embd]
+    inputs = np.asarray(inputs)
+    n_past = cache[0][0].shape[-2] if cache else 0
+    x = wte[inputs] + wpe[n_past : n_past + inputs.shape[-1]]  # [..., n_new, n_embd]
     new_cache = []
     for block, kv in zip(blocks, cache or [None] * len(blocks)):
         x, kv = transformer_block(x, **block, n_head=n_head, kv=kv)
         new_cache.append(kv)
     if cache is None:
-        return layer_norm(x, **ln_f) @ wte.T  # [n_seq, n_embd] -> [n_seq, n_vocab]
+        return layer_norm(x, **ln_f) @ wte.T  # [..., n_seq, n_embd] -> [..., n_seq, n_vocab]
     # generating: only the last position's logits pick the next token, so skip the others
-    return layer_norm(x[-1], **ln_f) @ wte.T, new_cache  # [n_embd] -> [n_vocab]
+    return layer_norm(x[..., -1, :], **ln_f) @ wte.T, new_cache  # [..., n_vocab]

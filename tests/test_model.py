@@ -235,3 +235,37 @@ def test_prefill_then_steps_match_the_full_pass(tiny):
     logits, cache = gpt2(np.array(ids[10:]), **params, n_head=hparams["n_head"], cache=cache)
     np.testing.assert_allclose(logits, full[-1], atol=2e-5)
     assert cache[0][0].shape == (16, hparams["n_embd"])
+
+
+def test_every_row_of_a_batch_equals_the_same_row_alone(checkpoint):
+    hparams, params = load(checkpoint.models_dir)
+    n_head = hparams["n_head"]
+    rows = np.array([prompt_ids(10, seed=s) for s in range(4)])  # [4, 10]
+    batch = gpt2(rows, **params, n_head=n_head)
+    assert batch.shape == (4, 10, hparams["n_vocab"])
+    alone = [gpt2(row, **params, n_head=n_head) for row in rows]
+    # the tolerance is the float32 noise of one row computed two ways (batched matrix products
+    # round in another order), measured here against the float64 truth
+    noise = np.abs(alone[0] - gpt2(rows[0], **float64(params), n_head=n_head)).max()
+    for row, logits in zip(batch, alone):
+        np.testing.assert_allclose(row, logits, atol=max(1e-5, 2 * noise), rtol=0)
+
+
+def test_cached_decode_of_four_samples_equals_each_sample_alone(checkpoint):
+    hparams, params = load(checkpoint.models_dir)
+    n_head = hparams["n_head"]
+    prompt = prompt_ids(7, seed=11)
+    continuations = np.array([prompt_ids(5, seed=20 + s) for s in range(4)])  # [4, 5]
+    _, cache = gpt2(np.array(prompt), **params, n_head=n_head, cache=[])  # shared by all rows
+    steps = []
+    for column in continuations.T:  # one token for each of the four samples per step
+        logits, cache = gpt2(column[:, None], **params, n_head=n_head, cache=cache)
+        assert logits.shape == (4, hparams["n_vocab"])
+        steps.append(logits)
+    steps = np.stack(steps, axis=1)  # [4, 5, n_vocab]
+    assert cache[0][0].shape == (4, 12, hparams["n_embd"])
+    for sample, row in zip(steps, continuations):
+        full = gpt2(np.array([*prompt, *row]), **params, n_head=n_head)[7:]
+        exact = gpt2(np.array([*prompt, *row]), **float64(params), n_head=n_head)[7:]
+        noise = np.abs(full - exact).max()
+        np.testing.assert_allclose(sample, full, atol=max(1e-5, 2 * noise), rtol=0)
