@@ -2,10 +2,17 @@
 
 Owns printing (text on stdout, messages on stderr), exit codes and turning flags into calls.
 The data flows one way: prompt -> encoder.encode -> generate -> encoder.decode -> stdout.
+
+fire turns flags into `run`'s arguments and writes `--help`, but `main` reads the command line
+first: it checks every flag name before anything loads, and hands fire the prompt and every
+text flag as a quoted literal, so text reaches picogpt exactly as typed (fire would otherwise
+read "hello, world" as a tuple, 123 as an int, and parse a long prompt as Python).
 """
 
 import codecs
 import ctypes
+import difflib
+import inspect
 import sys
 from collections.abc import Iterable, Iterator
 
@@ -13,42 +20,80 @@ import fire
 
 from .encoder import Encoder
 from .errors import PicoGPTError
-from .generate import generate
+from .generate import Sampling, check_settings, generate
 from .load import load_encoder_hparams_and_params
 
 
-def run(prompt: str = "", n_tokens: int = 40, model_size: str = "124M",
-        models_dir: str = "models", top_k: int | None = None, temperature: float = 1.0,
-        seed: int | None = None, base_url: str | None = None) -> None:
+def run(prompt: str = "", n_tokens: int = 40, top_k: int | None = None,
+        top_p: float | None = None, temperature: float = 1.0, repetition_penalty: float = 1.0,
+        seed: int | None = None, n_samples: int = 1, stop: str | None = None,
+        ignore_end: bool = False, prompt_file: str | None = None, model_size: str = "124M",
+        models_dir: str = "models", base_url: str | None = None) -> None:
     """Print GPT-2's continuation of a prompt as it is generated.
 
+    Each next token is the most likely one (greedy) unless --top_k or --top_p is set; then it is
+    drawn at random after these filters, in this order (Hugging Face's and openai/gpt-2's):
+    repetition penalty, temperature, top-k, top-p.
+
     Args:
-        prompt: Text to continue. Empty generates unconditionally. Quote text with commas twice,
-            as in '"hello, world"', or fire reads it as a list.
-        n_tokens: How many tokens to generate.
+        prompt: Text to continue, exactly as typed. Empty generates unconditionally.
+        n_tokens: How many tokens to generate, at most, per sample.
+        top_k: Sample among the k most likely tokens. Unset (and no top_p) means greedy.
+        top_p: Sample among the fewest most likely tokens whose probabilities add up to p, in
+            (0, 1]; the token that crosses p is kept. 1 keeps every token.
+        temperature: When sampling, divides the logits first: below 1 is more conservative.
+        repetition_penalty: Above 1 makes tokens of the prompt and output so far less likely
+            (a positive logit is divided by it, a negative one multiplied). 1 is off.
+        seed: Makes sampling repeatable; sample i always comes from (seed, i).
+        n_samples: How many samples to draw; they are decoded together in one batch, and each
+            is printed under a line naming it when all are done.
+        stop: End a sample when its text contains this text (not printed).
+        ignore_end: Keep going past <|endoftext|>, GPT-2's end of a document, instead of
+            ending the sample there.
+        prompt_file: Read the prompt from this UTF-8 file ('-' for standard input); one
+            trailing newline is dropped.
         model_size: GPT-2 size to use: 124M, 355M, 774M or 1558M. Downloaded on first use.
         models_dir: Folder that holds (or will hold) the downloaded models.
-        top_k: Sample among the k most likely tokens. Unset means greedy (always the most likely).
-        temperature: With top_k, divides the logits: below 1 is more conservative, above 1 wilder.
-        seed: With top_k, makes sampling repeatable.
         base_url: Where to download models from; defaults to $PICOGPT_BASE_URL, then OpenAI's.
     """
-    if not isinstance(prompt, str):
-        raise PicoGPTError(f"the prompt reached picogpt as {type(prompt).__name__} {prompt!r}, not "
-                           f"text; quote it twice, as in picogpt '\"hello, world\"'.")
+    sampling = Sampling(top_k, top_p, temperature, repetition_penalty)
+    check_settings(n_tokens, sampling, seed, n_samples, stop)  # before anything loads
+    prompt = read_prompt(prompt, prompt_file)
+    reuse_freed_memory()
+    encoder, hparams, params = load_encoder_hparams_and_params(model_size, models_dir, base_url)
+    input_ids = encoder.encode(prompt)
+    ids = generate(input_ids, params, hparams["n_head"], n_tokens, top_k=top_k, top_p=top_p,
+                   temperature=temperature, seed=seed, repetition_penalty=repetition_penalty,
+                   stop_at_end=not ignore_end, stop=stop, encoder=encoder, n_samples=n_samples)
+    if n_samples == 1:
+        for text in stream_text(ids, encoder, stop):
+            print(text, end="", flush=True)
+        print(flush=True)
+    else:
+        print_samples(ids, n_samples, encoder, stop)
+
+
+def read_prompt(prompt: str, prompt_file: str | None) -> str:
+    """The prompt as typed, or read from prompt_file, checked to be valid Unicode text."""
+    if prompt_file is not None:
+        if prompt:
+            raise PicoGPTError("give the prompt as text or with --prompt_file, not both.")
+        try:
+            data = (sys.stdin.buffer.read() if prompt_file == "-"
+                    else open(prompt_file, "rb").read())  # noqa: SIM115 (read whole, closed)
+            prompt = data.decode("utf-8")
+        except OSError as e:
+            raise PicoGPTError(f"cannot read --prompt_file {prompt_file}: {e.strerror}.") from None
+        except UnicodeDecodeError as e:
+            raise PicoGPTError(f"--prompt_file {prompt_file} is not UTF-8 text (byte {e.start} "
+                               f"is {data[e.start]:#04x}); save it as UTF-8.") from None
+        prompt = prompt.removesuffix("\n")  # the newline an editor or echo ends a file with
     try:
         prompt.encode("utf-8")
     except UnicodeEncodeError as e:
         raise PicoGPTError(f"the prompt holds {prompt[e.start]!r} at character {e.start}, which "
                            f"is not valid Unicode text; pass the prompt as UTF-8.") from None
-    reuse_freed_memory()
-    encoder, hparams, params = load_encoder_hparams_and_params(model_size, models_dir, base_url)
-    input_ids = encoder.encode(prompt)
-    ids = generate(input_ids, params, hparams["n_head"], n_tokens, top_k=top_k,
-                   temperature=temperature, seed=seed)
-    for text in stream_text(ids, encoder):
-        print(text, end="", flush=True)
-    print(flush=True)
+    return prompt
 
 
 def reuse_freed_memory() -> None:
@@ -64,21 +109,97 @@ def reuse_freed_memory() -> None:
     mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD: freed heap memory stays for the next step
 
 
-def stream_text(ids: Iterable[int], encoder: Encoder) -> Iterator[str]:
-    """The text of ids as they arrive; a character split across tokens waits for its last byte."""
+def stream_text(ids: Iterable[int], encoder: Encoder, stop: str | None = None) -> Iterator[str]:
+    """The text of ids as they arrive, cut before `stop`.
+
+    A character split across tokens waits for its last byte, and text that could be the start
+    of `stop` waits until the next tokens show whether it is.
+    """
     utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    held = ""
     for next_id in ids:
-        yield utf8.decode(encoder.decode_bytes([next_id]))
-    yield utf8.decode(b"", final=True)  # bytes left over at the end become U+FFFD, as in decode
+        held += utf8.decode(encoder.decode_bytes([next_id]))
+        if stop and stop in held:
+            yield held[: held.index(stop)]
+            return
+        n_keep = next((n for n in range(min(len(stop), len(held)), 0, -1)  # a stop's beginning
+                       if held.endswith(stop[:n])), 0) if stop else 0
+        yield held[: len(held) - n_keep]
+        held = held[len(held) - n_keep :]
+    yield held + utf8.decode(b"", final=True)  # bytes left over become U+FFFD, as in decode
 
 
-def main() -> None:
+def print_samples(steps: Iterable[tuple[int, int]], n_samples: int, encoder: Encoder,
+                  stop: str | None) -> None:
+    """Print each of several samples, whole, under a line naming it, once all are done."""
+    # The samples grow together, one token each per step; interleaving them on screen would be
+    # unreadable, so a progress line on stderr shows the steps and the text waits until the end
+    # (or Ctrl-C, which prints what each sample has so far).
+    samples: list[list[int]] = [[] for _ in range(n_samples)]
+    show_progress, step = sys.stderr.isatty(), 0
+    try:
+        for i, token in steps:
+            samples[i].append(token)
+            if show_progress and len(samples[i]) > step:
+                step = len(samples[i])
+                print(f"\rpicogpt: step {step}", end="", file=sys.stderr, flush=True)
+    finally:
+        if show_progress:
+            print("\r\033[K", end="", file=sys.stderr, flush=True)
+        for i, ids in enumerate(samples):
+            print(f"{'=' * 20} sample {i + 1} of {n_samples} {'=' * 20}")
+            print("".join(stream_text(ids, encoder, stop)), flush=True)
+
+
+def fire_command(argv: list[str]) -> list[str]:
+    """Check the command line and turn it into the words fire should parse.
+
+    The prompt and text flags become quoted literals; an unknown flag, a missing value or a
+    second prompt is refused here, before anything is loaded.
+    """
+    params = inspect.signature(run).parameters
+    command, words, i = [], [], 0
+    while i < len(argv):
+        arg = argv[i]
+        i += 1
+        if arg in ("-h", "--help"):
+            return ["--help"]
+        if arg == "--":  # everything after it is the prompt, even if it starts with dashes
+            words += argv[i:]
+            break
+        if not arg.startswith("--"):
+            words.append(arg)
+            continue
+        name, has_value, value = arg[2:].partition("=")
+        if name not in params:
+            guess = difflib.get_close_matches(name, list(params), n=1, cutoff=0.6)
+            hint = f"did you mean --{guess[0]}?" if guess else "see picogpt --help."
+            raise PicoGPTError(f"unknown flag --{name}; {hint}")
+        if params[name].annotation is bool:
+            command.append(arg)
+            continue
+        if not has_value:  # the value is the next word, unless that is another flag
+            if i == len(argv) or argv[i].startswith("--") and argv[i][2:].split("=")[0] in params:
+                raise PicoGPTError(f"--{name} needs a value, as in --{name}=... (a text that "
+                                   f"starts with -- can be given as --{name}=--text).")
+            value, i = argv[i], i + 1
+        as_typed = params[name].annotation in (str, str | None)  # text is never parsed
+        command.append(f"--{name}={value!r}" if as_typed else f"--{name}={value}")
+    if len(words) > 1:
+        shown = " ".join(repr(word) for word in words[:4])
+        raise PicoGPTError(f"picogpt takes one prompt, but got {len(words)} words: {shown}. "
+                           f"Quote the whole prompt, and write flags as --name value.")
+    return command + ([f"--prompt={words[0]!r}"] if words else [])
+
+
+def main(argv: list[str] | None = None) -> None:
     """Entry point of the `picogpt` command."""
     try:
-        fire.Fire(run, name="picogpt")
+        command = fire_command(sys.argv[1:] if argv is None else argv)
+        fire.Fire(run, command=command, name="picogpt")
     except PicoGPTError as e:
         print(f"picogpt: {e}", file=sys.stderr)
         sys.exit(1)
-    except KeyboardInterrupt:  # keep what was printed; 130 is the shell's code for Ctrl-C
-        print(file=sys.stderr)
+    except KeyboardInterrupt as e:  # keep what was printed; 130 is the shell's code for Ctrl-C
+        print(f"\npicogpt: {e.args[0]}" if e.args else "", file=sys.stderr)
         sys.exit(130)

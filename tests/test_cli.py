@@ -1,28 +1,131 @@
 """The picogpt command as a user runs it: a subprocess, its output and its exit code."""
 
+import inspect
+
 import numpy as np
 import pytest
 from test_load import assert_one_line_error, picogpt
+from test_model import load
+
+from picogpt import generate
+from picogpt.cli import run
+from picogpt.load import read_encoder
 
 
 @pytest.mark.parametrize("args, message", [
-    (["hello, world"], "reached picogpt as tuple ('hello', 'world'), not text; quote it twice"),
-    (["42"], "reached picogpt as int 42, not text"),
     (["hi", "--model_size", "125M"], "unknown model size '125M'; choose one of 124M, 355M"),
     (["hi", "--top_k", "0"], "top_k=0 is not a whole number from 1 to 50257"),
     (["hi", "--top_k", "60000"], "top_k=60000 is not a whole number from 1 to 50257"),
     (["hi", "--top_k", "5", "--temperature", "0"], "temperature=0 must be a number above 0"),
     (["hi", "--temperature", "warm"], "temperature='warm' must be a number above 0"),
+    (["hi", "--top_p", "1.5"], "top_p=1.5 must be a number above 0 and at most 1"),
+    (["hi", "--repetition_penalty", "-1"], "repetition_penalty=-1 must be a number above 0"),
+    (["hi", "--n_samples", "0"], "n_samples=0 is not a whole number from 1 up"),
     (["hi", "--n_tokens", "-3"], "n_tokens=-3 is not a count of tokens"),
     (["hi", "--n_tokens", "many"], "n_tokens='many' is not a count of tokens"),
     (["hi", "--n_tokens", "200"], "prompt is 1 tokens; with n_tokens=200 that passes GPT-2's "
                                   "limit of 128. Shorten the prompt or lower n_tokens."),
     (["a\udcff"], "the prompt holds '\\udcff' at character 1, which is not valid Unicode"),
+    (["hi", "there"], "picogpt takes one prompt, but got 2 words: 'hi' 'there'. Quote the"),
+    (["hi", "--n_tokens"], "--n_tokens needs a value"),
+    (["--prompt_file", "/no/such/file"], "cannot read --prompt_file /no/such/file: No such"),
+    (["hi", "--prompt_file", "/etc/hostname"], "give the prompt as text or with --prompt_file"),
+    (["hi", "--stop", ""], "stop='' is not a text to stop at"),
 ])
 def test_bad_input_is_one_line_and_exit_code_1(tiny, args, message):
     done = picogpt(*args, "--models_dir", str(tiny.models_dir))
     assert_one_line_error(done, message)
     assert done.stdout == ""
+
+
+def continuation(checkpoint, vocab_dir, prompt: str, n_tokens: int, **settings) -> str:
+    """What the library generates for prompt, decoded: what the CLI must print."""
+    hparams, params = load(checkpoint.models_dir)
+    encoder = read_encoder(vocab_dir)
+    ids = generate(encoder.encode(prompt), params, hparams["n_head"], n_tokens,
+                   encoder=encoder, **settings)
+    return encoder.decode(list(ids))
+
+
+@pytest.mark.parametrize("args, prompt", [
+    (["hello, world"], "hello, world"), (["123"], "123"), (["None"], "None"),
+    (["[1, 2]"], "[1, 2]"), (["-5"], "-5"), (["--", "--5, x"], "--5, x"),
+    (["--prompt", "{'a': 1}"], "{'a': 1}"), (["1e3"], "1e3"), (["True"], "True"),
+])
+def test_the_prompt_reaches_the_encoder_exactly_as_typed(tiny, vocab_dir, args, prompt):
+    done = picogpt("--n_tokens", "6", "--models_dir", str(tiny.models_dir), *args)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == continuation(tiny, vocab_dir, prompt, 6) + "\n"
+
+
+def long_text(n_bytes: int) -> str:
+    """English-like text of n_bytes, varied enough to give thousands of different tokens."""
+    words = [w for w in inspect.getsource(np.linalg).split() if w.isalpha()]
+    rng = np.random.default_rng(0)
+    text = " ".join(rng.choice(words, n_bytes // 4))
+    return text[:n_bytes]
+
+
+def test_a_15_kb_prompt_from_a_file_or_stdin(tiny_end, vocab_dir, tmp_path):
+    text = long_text(15_000)
+    expected = continuation(tiny_end, vocab_dir, text + "\n", 3) + "\n"  # one newline dropped
+    path = tmp_path / "prompt.txt"
+    path.write_text(text + "\n\n", encoding="utf-8")
+    args = ["--n_tokens", "3", "--models_dir", str(tiny_end.models_dir)]
+    from_file = picogpt("--prompt_file", str(path), *args)
+    assert from_file.returncode == 0, from_file.stderr
+    assert from_file.stdout == expected
+    from_stdin = picogpt("--prompt_file", "-", *args, input=text + "\n\n")
+    assert from_stdin.stdout == expected
+
+
+def test_a_100_kb_prompt_gets_the_context_error_not_a_crash(tiny, tmp_path):
+    done = picogpt(long_text(100_000), "--models_dir", str(tiny.models_dir))
+    assert_one_line_error(done, "passes GPT-2's limit of 128. Shorten the prompt")
+    path = tmp_path / "latin1.txt"
+    path.write_bytes("caf\u00e9".encode("latin-1"))
+    done = picogpt("--prompt_file", str(path), "--models_dir", str(tiny.models_dir))
+    assert_one_line_error(done, "is not UTF-8 text (byte 3 is 0xe9); save it as UTF-8.")
+
+
+@pytest.mark.parametrize("flag, value, guess", [
+    ("--n_token", "5", "--n_tokens"), ("--temprature", "0.7", "--temperature"),
+    ("--top-p", "0.9", "--top_p"), ("--foo", "1", None),
+])
+def test_a_misspelt_flag_is_refused_before_anything_loads(flag, value, guess, tmp_path):
+    models_dir = tmp_path / "never"  # loading would create it and try to download
+    done = picogpt("hi", flag, value, "--models_dir", str(models_dir),
+                   env={"PICOGPT_BASE_URL": "http://127.0.0.1:9"})
+    assert_one_line_error(done, f"unknown flag {flag}; " + (
+        f"did you mean {guess}?" if guess else "see picogpt --help."))
+    assert not models_dir.exists()
+
+
+def test_end_of_text_ends_the_output_unless_ignore_end(tiny_end, vocab_dir):
+    prompt = read_encoder(vocab_dir).decode(tiny_end.prompt_ids)
+    args = [prompt, "--n_tokens", "12", "--models_dir", str(tiny_end.models_dir)]
+    ended, went_on = picogpt(*args), picogpt(*args, "--ignore_end")
+    assert ended.stdout == continuation(tiny_end, vocab_dir, prompt, 12) + "\n"
+    assert went_on.stdout == continuation(tiny_end, vocab_dir, prompt, 12,
+                                          stop_at_end=False) + "\n"
+    assert went_on.stdout.startswith(ended.stdout[:-1] + "<|endoftext|>")
+
+
+def test_stop_text_is_not_printed_and_works_across_tokens(tiny_end, vocab_dir):
+    encoder = read_encoder(vocab_dir)
+    prompt = encoder.decode(tiny_end.prompt_ids)
+    full = continuation(tiny_end, vocab_dir, prompt, 12, stop_at_end=False)
+    hparams, params = load(tiny_end.models_dir)
+    out = list(generate(tiny_end.prompt_ids, params, hparams["n_head"], 3))
+    cut = len(encoder.decode(out[:2]))
+    stop = full[cut - 2 : cut + 2]  # the end of token 1 and the start of token 2
+    done = picogpt(prompt, "--stop", stop, "--n_tokens", "12", "--ignore_end", "--models_dir",
+                   str(tiny_end.models_dir))
+    assert done.stdout == full[: full.index(stop)] + "\n"
+    many = picogpt(prompt, "--stop", stop, "--n_tokens", "12", "--ignore_end", "--n_samples",
+                   "2", "--models_dir", str(tiny_end.models_dir))
+    assert many.stdout == "".join(f"{'=' * 20} sample {i} of 2 {'=' * 20}\n"
+                                  f"{full[: full.index(stop)]}\n" for i in (1, 2))
 
 
 def test_unicode_prompts_work(tiny):
@@ -32,14 +135,16 @@ def test_unicode_prompts_work(tiny):
         assert done.stdout.endswith("\n")
 
 
-def test_help_explains_every_flag():
+def test_help_shows_every_flag_with_its_default_and_what_it_does():
     done = picogpt("--help", env={"PAGER": "cat"})
     text = done.stdout + done.stderr  # fire writes help to stderr when it is not a terminal
     assert done.returncode == 0
-    for flag in ["--n_tokens", "--model_size", "--models_dir", "--top_k", "--temperature",
-                 "--seed", "--base_url"]:
-        assert flag in text
-    assert "Sample among the k most likely tokens" in text
+    flags = text[text.index("FLAGS"):]
+    for name, param in inspect.signature(run).parameters.items():
+        block = flags[flags.index(f"--{name}="):].split("\n    -")[0]
+        assert f"Default: {param.default!r}" in block, name
+        assert len(block.splitlines()) >= 4, name  # and a line that says what it does
+    assert "repetition penalty, temperature, top-k, top-p" in text  # the filters' order
 
 
 def test_streamed_text_is_the_decoded_text_with_split_characters_held_back(vocab_dir):
@@ -50,6 +155,9 @@ def test_streamed_text_is_the_decoded_text_with_split_characters_held_back(vocab
     byte_token = {b: i for i, b in encoder.token_bytes.items() if len(b) == 1}
     euro = [byte_token[bytes([b])] for b in "€".encode()]  # one character, three tokens
     assert list(stream_text(euro, encoder)) == ["", "", "€", ""]
+    # text that may begin the stop text waits; the stop text and what follows never show
+    pieces = list(stream_text(encoder.encode("ab\n\ncd\n\n"), encoder, stop="\n\nc"))
+    assert "".join(pieces) == "ab"
     rng = np.random.default_rng(0)
     partial = [i for b, i in byte_token.items() if b[0] >= 0x80]  # pieces of characters
     for _ in range(300):
