@@ -94,6 +94,8 @@ def test_params_are_the_checkpoints_tensors_nested_and_float32(tiny):
     np.testing.assert_array_equal(params["wpe"], reference["model/wpe"])
     for array in [params["wte"], params["wpe"], block["ln_1"]["b"], block["attn"]["c_proj"]["b"]]:
         assert array.dtype == np.float32 and not array.flags.writeable  # params are read-only
+    # linear weights are kept column-major for speed (load.PARAMS_FORMAT); shape is unchanged
+    assert block["mlp"]["c_fc"]["w"].flags.f_contiguous and params["wte"].flags.c_contiguous
     assert encoder.encode("Hello world") == [15496, 995]
 
 
