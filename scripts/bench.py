@@ -67,7 +67,7 @@ def median_time(run, repeats: int) -> float:
 def picogpt_engine(work: Path):
     """(prefill, step) for picogpt, set up as the picogpt command sets itself up."""
     from picogpt.cli import reuse_freed_memory
-    from picogpt.generate import feed
+    from picogpt.generate import feed, generate
     from picogpt.load import load_encoder_hparams_and_params
     from picogpt.model import gpt2
 
@@ -83,7 +83,11 @@ def picogpt_engine(work: Path):
         logits, cache = gpt2(np.array([next_id]), **params, n_head=n_head, cache=cache)
         return int(np.argmax(logits)), cache
 
-    return prefill, step, None
+    def sample(ids, n_new, n_samples):  # top-k 50, as transformers samples GPT-2 by default
+        return len(list(generate(ids, params, n_head, n_new, top_k=50, seed=0,
+                                 stop_at_end=False, n_samples=n_samples)))
+
+    return prefill, step, sample, None
 
 
 def transformers_engine(work: Path):
@@ -105,19 +109,49 @@ def transformers_engine(work: Path):
         return int(out.logits[0, -1].argmax()), out.past_key_values
 
     @torch.inference_mode()
-    def generate(ids, n_new):
+    def generate(ids, n_new, streamer=None):
         model.generate(torch.tensor([ids]), max_new_tokens=n_new, min_new_tokens=n_new,
-                       do_sample=False, use_cache=True, pad_token_id=50256)
+                       do_sample=False, use_cache=True, pad_token_id=50256, streamer=streamer)
 
-    return prefill, step, generate
+    @torch.inference_mode()
+    def sample(ids, n_new, n_samples):
+        out = model.generate(torch.tensor([ids]), max_new_tokens=n_new, min_new_tokens=n_new,
+                             do_sample=True, top_k=50, num_return_sequences=n_samples,
+                             use_cache=True, pad_token_id=50256)
+        return out[:, len(ids):].numel()
+
+    return prefill, step, sample, generate
 
 
-def measure_engine(engine: str, work: Path, repeats: int, n_prompt: int) -> dict:
+class TokenTimes:
+    """A transformers streamer that notes when each token arrives (the first put is the prompt)."""
+
+    def __init__(self):
+        self.times = []
+
+    def put(self, value):
+        self.times.append(time.perf_counter())
+
+    def end(self):
+        pass
+
+
+def measure_engine(engine: str, work: Path, repeats: int, n_prompt: int, n_samples: int) -> dict:
     """Throughput figures of one engine for one prompt length, run in this process."""
-    prefill, step, generate = {"picogpt": picogpt_engine,
-                               "transformers": transformers_engine}[engine](work)
+    prefill, step, sample, generate = {"picogpt": picogpt_engine,
+                                       "transformers": transformers_engine}[engine](work)
     figures = {}
     ids = prompt_ids(n_prompt)  # one prompt length per process: the memory peak is its own
+    if n_samples > 1 and n_prompt != 16:  # only the memory peak
+        sample(ids, N_NEW, n_samples)
+    elif n_samples > 1:  # sampling, whole calls (prefill included): n_samples x N_NEW tokens / s
+        for n in (1, n_samples):
+            seconds = median_time(lambda n=n: sample(ids, N_NEW, n), repeats)
+            figures[f"sample{n}_after_{n_prompt}_tok_s"] = n * N_NEW / seconds
+    if n_samples > 1:
+        figures[f"peak_rss_mb_{n_prompt}_x{n_samples}"] = (
+            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+        return figures
     if n_prompt != 880:
         seconds = median_time(lambda ids=ids: prefill(ids), repeats)
         figures[f"prefill_{n_prompt}_tok_s"] = n_prompt / seconds
@@ -138,6 +172,13 @@ def measure_engine(engine: str, work: Path, repeats: int, n_prompt: int) -> dict
         total = median_time(lambda ids=ids: generate(ids, N_NEW), repeats)
         decode = total - n_prompt / figures[f"prefill_{n_prompt}_tok_s"]
         figures[f"generate_decode_after_{n_prompt}_tok_s"] = N_NEW / decode
+        times = []  # the issue's method: generate() timed token by token with a streamer
+        for _ in range(repeats):
+            streamer = TokenTimes()
+            generate(ids, N_NEW, streamer)
+            arrived = streamer.times[2:]  # after the prompt and the first new token
+            times.append((arrived[-1] - arrived[0]) / (len(arrived) - 1))
+        figures[f"streamer_decode_after_{n_prompt}_tok_s"] = 1 / statistics.median(times)
     figures[f"peak_rss_mb_{n_prompt}"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return figures
 
@@ -225,7 +266,8 @@ def report(results: dict, info: dict, bandwidth: float) -> str:
     p, t = results["picogpt"], results["transformers"]
     for n in (16, 512):  # transformers' best decode path
         t[f"best_decode_after_{n}_tok_s"] = max(t[f"decode_after_{n}_tok_s"],
-                                                t[f"generate_decode_after_{n}_tok_s"])
+                                                t[f"generate_decode_after_{n}_tok_s"],
+                                                t[f"streamer_decode_after_{n}_tok_s"])
         p[f"best_decode_after_{n}_tok_s"] = p[f"decode_after_{n}_tok_s"]
     total, per_token = weight_bytes(info["hparams"])
     kv_per_position = 2 * info["hparams"]["n_layer"] * info["hparams"]["n_embd"] * 4
@@ -235,13 +277,18 @@ def report(results: dict, info: dict, bandwidth: float) -> str:
             ("prefill 512 tokens (tok/s)", "prefill_512_tok_s"),
             ("decode 40 after 16, loop (tok/s)", "decode_after_16_tok_s"),
             ("decode 40 after 16, generate() (tok/s)", "generate_decode_after_16_tok_s"),
+            ("decode 40 after 16, generate()+streamer", "streamer_decode_after_16_tok_s"),
             ("decode 40 after 512, loop (tok/s)", "decode_after_512_tok_s"),
             ("decode 40 after 512, generate() (tok/s)", "generate_decode_after_512_tok_s"),
+            ("decode 40 after 512, generate()+streamer", "streamer_decode_after_512_tok_s"),
             ("decode ms/token at ~16", "ms_per_token_at_16"),
             ("decode ms/token at ~900", "ms_per_token_at_880"),
             ("peak memory, 40 after 16 (MiB)", "peak_rss_mb_16"),
             ("peak memory, 40 after 512 (MiB)", "peak_rss_mb_512"),
-            ("peak memory, 40 after 880 (MiB)", "peak_rss_mb_880")]
+            ("peak memory, 40 after 880 (MiB)", "peak_rss_mb_880"),
+            ("sample 40 after 16, 1 sample (tok/s)", "sample1_after_16_tok_s"),
+            ("sample 40 after 16, 8 samples (tok/s)", "sample8_after_16_tok_s"),
+            ("peak memory, 8 samples after 512 (MiB)", "peak_rss_mb_512_x8")]
     lines = [f"{'':42}{'picogpt':>12}{'transformers':>14}{'ratio':>8}"]
     for label, key in rows:
         a, b = p.get(key), t.get(key)
@@ -265,6 +312,11 @@ def report(results: dict, info: dict, bandwidth: float) -> str:
                      f"{p[f'decode_after_{n}_tok_s'] / limit:.0%} of it")
     shares = ", ".join(f"after {n} {p[f'peak_rss_mb_{n}'] * 2**20 / total:.2f}x"
                        for n in (16, 512, 880))
+    shares += f", 8 samples after 512 {p['peak_rss_mb_512_x8'] * 2**20 / total:.2f}x"
+    lines.append(f"8 samples vs 1 (tokens/s): picogpt "
+                 f"{p['sample8_after_16_tok_s'] / p['sample1_after_16_tok_s']:.2f}x; "
+                 f"picogpt 8 samples vs transformers 8 samples "
+                 f"{p['sample8_after_16_tok_s'] / t['sample8_after_16_tok_s']:.2f}x")
     lines.append(f"peak memory / weight bytes ({total / 1e6:.0f} MB): picogpt {shares}")
     return "\n".join(lines)
 
@@ -295,7 +347,8 @@ def run_child(args) -> None:
             work / "hf")
         print("saved")
     else:
-        print(json.dumps(measure_engine(args.engine, work, args.repeats, args.n_prompt)))
+        print(json.dumps(measure_engine(args.engine, work, args.repeats, args.n_prompt,
+                                        args.n_samples)))
 
 
 def main() -> None:
@@ -309,6 +362,7 @@ def main() -> None:
     parser.add_argument("engine", nargs="?", help=argparse.SUPPRESS)
     parser.add_argument("--t0", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--n_prompt", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--n_samples", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         return run_child(args)
@@ -326,10 +380,11 @@ def main() -> None:
             figures = {"load_cold_s": load_seconds(engine, work, cold=True),
                        "load_warm_s": load_seconds(engine, work, cold=False),
                        "first_token_s": first_token_seconds(engine, work)}
-            for n_prompt in (16, 512, 880):
+            for n_prompt, n_samples in ((16, 1), (512, 1), (880, 1), (16, 8), (512, 8)):
                 figures.update(json.loads(child(
                     "--child", "measure", engine, "--work", str(work), "--repeats",
-                    str(args.repeats), "--n_prompt", str(n_prompt))))
+                    str(args.repeats), "--n_prompt", str(n_prompt), "--n_samples",
+                    str(n_samples))))
             rounds[engine].append(figures)
     results = {engine: {key: statistics.median(r[key] for r in runs) if runs[0][key] is not None
                         else None for key in runs[0]} for engine, runs in rounds.items()}
