@@ -40,16 +40,26 @@ def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 # [..., n_seq, n_embd] -> [..., n_seq, n_embd]
-def ffn(x: np.ndarray, c_fc: dict, c_proj: dict) -> np.ndarray:
-    """Position-wise MLP: widen to 4 * n_embd, GELU, project back."""
-    return linear(gelu(linear(x, **c_fc)), **c_proj)  # via [..., n_seq, 4 * n_embd]
+def ffn(x: np.ndarray, c_fc: dict, c_proj: dict, activation=gelu) -> np.ndarray:
+    """Position-wise MLP: widen to 4 * n_embd, GELU (the 2017 Transformer: ReLU), project back."""
+    return linear(activation(linear(x, **c_fc)), **c_proj)  # via [..., n_seq, 4 * n_embd]
+
+
+def attention_weights(q: np.ndarray, k: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """How much each query attends to each key: softmax of the scaled dot products."""
+    # [..., n_new, d_head], [..., n_all, d_head], [n_new, n_all] -> [..., n_new, n_all]
+    return softmax(q @ k.swapaxes(-1, -2) / q.shape[-1] ** 0.5 + mask)
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """Scaled dot-product attention, for one head or a stack of heads."""
     # [..., n_new, d_head], [..., n_all, d_head] x2, [n_new, n_all] -> [..., n_new, d_head]
-    scores = q @ k.swapaxes(-1, -2) / q.shape[-1] ** 0.5 + mask  # [..., n_new, n_all]
-    return softmax(scores) @ v
+    return attention_weights(q, k, mask) @ v
+
+
+def future_mask(n_new: int, n_all: int, dtype) -> np.ndarray:  # -> [n_new, n_all]
+    """-1e10 where a query would see a later position: query i sits at n_all - n_new + i."""
+    return (1 - np.tri(n_new, n_all, k=n_all - n_new, dtype=dtype)) * -1e10
 
 
 # [..., n_seq, n_embd] -> [..., n_head, n_seq, d_head]
@@ -93,8 +103,7 @@ def mha(x: np.ndarray, c_attn: dict, c_proj: dict, n_head: int, kv: tuple | None
     q, k, v = np.split(linear(x, **c_attn), 3, axis=-1)  # [..., n_new, n_embd] each
     if kv is not None:  # prepend what earlier calls computed
         k, v = extend(kv[0], k), extend(kv[1], v)  # [..., n_past + n_new, n_embd]
-    n_new, n_all = q.shape[-2], k.shape[-2]  # query i sits at position n_past + i
-    mask = (1 - np.tri(n_new, n_all, k=n_all - n_new, dtype=x.dtype)) * -1e10  # [n_new, n_all]
+    mask = future_mask(q.shape[-2], k.shape[-2], x.dtype)  # [n_new, n_all]
     heads = attention(split_heads(q, n_head), split_heads(k, n_head), split_heads(v, n_head), mask)
     return linear(merge_heads(heads), **c_proj), (k, v)  # [..., n_new, n_embd]
 
@@ -108,6 +117,20 @@ def transformer_block(x: np.ndarray, mlp: dict, attn: dict, ln_1: dict, ln_2: di
     return x + ffn(layer_norm(x, **ln_2), **mlp), kv
 
 
+def residual_stream(inputs, wte: np.ndarray, wpe: np.ndarray, blocks: list, n_head: int,
+                    cache: list | None = None) -> tuple:
+    """Embed the inputs and run them through every block: the last residual stream and cache."""
+    # [..., n_new] ids, cache of (k, v) [..., n_past, n_embd] -> [..., n_new, n_embd], cache
+    inputs = np.asarray(inputs)
+    n_past = cache[0][0].shape[-2] if cache else 0
+    x = wte[inputs] + wpe[n_past : n_past + inputs.shape[-1]]  # [..., n_new, n_embd]
+    new_cache = []
+    for block, kv in zip(blocks, cache or [None] * len(blocks)):
+        x, kv = transformer_block(x, **block, n_head=n_head, kv=kv)
+        new_cache.append(kv)
+    return x, new_cache
+
+
 def gpt2(inputs, wte: np.ndarray, wpe: np.ndarray, blocks: list, ln_f: dict, n_head: int,
          cache: list | None = None):
     """Logits for the token after each input; with a cache, only the last one, plus the new cache.
@@ -117,13 +140,7 @@ def gpt2(inputs, wte: np.ndarray, wpe: np.ndarray, blocks: list, ln_f: dict, n_h
     Otherwise `cache` holds one `(k, v)` per block, each `[..., n_past, n_embd]`, from an earlier
     call (`[]` to start one); the call returns `([..., n_vocab] logits, cache for n_past + n_new)`.
     """
-    inputs = np.asarray(inputs)
-    n_past = cache[0][0].shape[-2] if cache else 0
-    x = wte[inputs] + wpe[n_past : n_past + inputs.shape[-1]]  # [..., n_new, n_embd]
-    new_cache = []
-    for block, kv in zip(blocks, cache or [None] * len(blocks)):
-        x, kv = transformer_block(x, **block, n_head=n_head, kv=kv)
-        new_cache.append(kv)
+    x, new_cache = residual_stream(inputs, wte, wpe, blocks, n_head, cache)
     if cache is None:
         return layer_norm(x, **ln_f) @ wte.T  # [..., n_seq, n_embd] -> [..., n_seq, n_vocab]
     # generating: only the last position's logits pick the next token, so skip the others

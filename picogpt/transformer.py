@@ -1,0 +1,137 @@
+"""The original encoder-decoder Transformer (Vaswani et al., 2017) in the style of model.py.
+
+Owns what GPT-2 does not have: sinusoidal positions, padding and causal masks as values,
+attention whose queries and keys come from different inputs (cross-attention), the encoder, the
+post-norm option and greedy sequence-to-sequence decoding. The math GPT-2 shares is imported
+from model.py, not written again. Like model.py it takes arrays and returns new ones, float32,
+with no I/O or state. Params are nested dicts; parts that GPT-2 has too keep GPT-2's names:
+
+    {"embed": [n_vocab, d_model],            # shared by source, target and output, as in the paper
+     "encoder": {"blocks": [{"attn", "mlp", "ln_1", "ln_2"}, ...], "ln_f": {g, b}},
+     "decoder": {"blocks": [{"attn", "cross_attn", "mlp", "ln_1", "ln_2", "ln_3"}, ...],
+                 "ln_f": {g, b}}}
+    attn, cross_attn: {"q", "k", "v", "c_proj"}, each {"w": [d_model, d_model], "b": [d_model]}
+    mlp: {"c_fc": {"w": [d_model, d_ff], ...}, "c_proj": {"w": [d_ff, d_model], ...}}
+
+Masks are additive float32 arrays shaped [..., n_q, n_k]: 0 where a query may look at a key,
+NEG where it may not. They combine by adding (`padding_mask(tgt) + causal_mask(n)` is
+[..., n, n]) and broadcast over the batch by NumPy's rules; attention adds a head axis.
+"""
+
+import numpy as np
+
+from .model import attention, ffn, future_mask, layer_norm, linear, merge_heads, split_heads
+
+NEG = -1e10  # model.future_mask's: exp(NEG - max) is 0 in float32; NEG + NEG is finite
+
+
+def sinusoidal_positions(n_pos: int, d_model: int) -> np.ndarray:  # -> [n_pos, d_model]
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(the same angle)."""
+    assert d_model % 2 == 0, "sines and cosines come in pairs"
+    pos = np.arange(n_pos)[:, None]  # [n_pos, 1]
+    angle = pos / 10000 ** (np.arange(0, d_model, 2) / d_model)  # [n_pos, d_model / 2], float64
+    pe = np.empty((n_pos, d_model), np.float32)
+    pe[:, 0::2], pe[:, 1::2] = np.sin(angle), np.cos(angle)
+    return pe
+
+
+def padding_mask(ids: np.ndarray, pad_id: int) -> np.ndarray:  # [..., n_seq] -> [..., 1, n_seq]
+    """No query may look at a padding token: NEG in the columns of pad_id."""
+    return np.where(ids == pad_id, np.float32(NEG), np.float32(0))[..., None, :]
+
+
+def causal_mask(n: int) -> np.ndarray:  # -> [n, n]
+    """Query i may look at keys 0..i only: NEG above the diagonal, as in GPT-2's mha."""
+    return future_mask(n, n, np.float32)
+
+
+def relu(x: np.ndarray) -> np.ndarray:  # [...] -> [...]
+    """The 2017 feed-forward activation; GPT-2 uses gelu."""
+    return np.maximum(x, np.float32(0))
+
+
+def multi_head_attention(x: np.ndarray, memory: np.ndarray, q: dict, k: dict, v: dict,
+                         c_proj: dict, n_head: int, mask: np.ndarray) -> np.ndarray:
+    """Attention of x's positions over memory's: self-attention when memory is x."""
+    # [..., n_q, d_model], [..., n_k, d_model], mask [..., n_q, n_k] -> [..., n_q, d_model]
+    heads = attention(split_heads(linear(x, **q), n_head),  # [..., n_head, n_q, d_head]
+                      split_heads(linear(memory, **k), n_head),  # [..., n_head, n_k, d_head]
+                      split_heads(linear(memory, **v), n_head),
+                      np.expand_dims(mask, -3))  # [..., 1, n_q, n_k]: one mask for every head
+    return linear(merge_heads(heads), **c_proj)
+
+
+def residual(x: np.ndarray, sublayer, ln: dict, norm_first: bool) -> np.ndarray:
+    """Add a sublayer's output to x: normalise after the sum (2017) or its input (GPT-2)."""
+    # [..., n_seq, d_model] -> [..., n_seq, d_model]
+    if norm_first:
+        return x + sublayer(layer_norm(x, **ln))
+    return layer_norm(x + sublayer(x), **ln)
+
+
+def encoder_layer(x: np.ndarray, attn: dict, mlp: dict, ln_1: dict, ln_2: dict, n_head: int,
+                  mask: np.ndarray, norm_first: bool = False) -> np.ndarray:
+    """Self-attention over the whole source, then the feed-forward net."""
+    # [..., n_src, d_model], mask [..., n_src, n_src] or [..., 1, n_src] -> [..., n_src, d_model]
+    x = residual(x, lambda h: multi_head_attention(h, h, **attn, n_head=n_head, mask=mask),
+                 ln_1, norm_first)
+    return residual(x, lambda h: ffn(h, **mlp, activation=relu), ln_2, norm_first)
+
+
+def decoder_layer(x: np.ndarray, memory: np.ndarray, attn: dict, cross_attn: dict, mlp: dict,
+                  ln_1: dict, ln_2: dict, ln_3: dict, n_head: int, mask: np.ndarray,
+                  memory_mask: np.ndarray, norm_first: bool = False) -> np.ndarray:
+    """Masked self-attention, then attention over the encoder's output, then feed-forward."""
+    # [..., n_tgt, d_model], [..., n_src, d_model] -> [..., n_tgt, d_model]
+    x = residual(x, lambda h: multi_head_attention(h, h, **attn, n_head=n_head, mask=mask),
+                 ln_1, norm_first)
+    x = residual(x, lambda h: multi_head_attention(h, memory, **cross_attn, n_head=n_head,
+                                                   mask=memory_mask), ln_2, norm_first)
+    return residual(x, lambda h: ffn(h, **mlp, activation=relu), ln_3, norm_first)
+
+
+def embed(ids: np.ndarray, table: np.ndarray) -> np.ndarray:  # [..., n_seq] -> [..., n_seq, d]
+    """Token embeddings scaled by sqrt(d_model), plus sinusoidal positions."""
+    n_seq, d_model = ids.shape[-1], table.shape[-1]
+    return table[ids] * np.float32(d_model**0.5) + sinusoidal_positions(n_seq, d_model)
+
+
+def encode(src_ids: np.ndarray, params: dict, n_head: int, pad_id: int,
+           norm_first: bool = False) -> np.ndarray:  # [..., n_src] -> [..., n_src, d_model]
+    """The encoder's output ("memory") for a batch of padded sources."""
+    x, mask = embed(src_ids, params["embed"]), padding_mask(src_ids, pad_id)
+    for block in params["encoder"]["blocks"]:
+        x = encoder_layer(x, **block, n_head=n_head, mask=mask, norm_first=norm_first)
+    return layer_norm(x, **params["encoder"]["ln_f"])  # torch.nn.Transformer ends with a norm
+
+
+def decode(tgt_ids: np.ndarray, memory: np.ndarray, params: dict, n_head: int, pad_id: int,
+           memory_mask: np.ndarray, norm_first: bool = False) -> np.ndarray:
+    """The decoder's output for targets so far; `@ params["embed"].T` gives the logits."""
+    # [..., n_tgt], [..., n_src, d_model], memory_mask [..., 1, n_src] -> [..., n_tgt, d_model]
+    x = embed(tgt_ids, params["embed"])
+    mask = padding_mask(tgt_ids, pad_id) + causal_mask(tgt_ids.shape[-1])  # [..., n_tgt, n_tgt]
+    for block in params["decoder"]["blocks"]:
+        x = decoder_layer(x, memory, **block, n_head=n_head, mask=mask,
+                          memory_mask=memory_mask, norm_first=norm_first)
+    return layer_norm(x, **params["decoder"]["ln_f"])
+
+
+def greedy_seq2seq(src_ids: np.ndarray, params: dict, n_head: int, n_tokens: int, bos_id: int,
+                   eos_id: int, pad_id: int, norm_first: bool = False) -> np.ndarray:
+    """Translate a batch of padded sources greedily: [n_batch, n_src] -> [n_batch, <= n_tokens].
+
+    Each target starts with bos_id; a row that has produced eos_id is padded with pad_id
+    after it, and the loop ends when every row has.
+    """
+    memory = encode(src_ids, params, n_head, pad_id, norm_first)  # encoded once
+    memory_mask = padding_mask(src_ids, pad_id)
+    tgt = np.full((len(src_ids), 1), bos_id)  # [n_batch, 1]
+    for _ in range(n_tokens):
+        x = decode(tgt, memory, params, n_head, pad_id, memory_mask, norm_first)
+        next_ids = np.argmax(x[:, -1] @ params["embed"].T, axis=-1)  # [n_batch]
+        finished = np.any(tgt == eos_id, axis=-1)
+        tgt = np.concatenate([tgt, np.where(finished, pad_id, next_ids)[:, None]], axis=-1)
+        if np.all(finished | (next_ids == eos_id)):
+            break
+    return tgt[:, 1:]
