@@ -1,0 +1,98 @@
+"""Scoring text: how likely GPT-2 finds each token of it, and the text's perplexity.
+
+Owns `score` and the windows behind it. Like generate.py it calls the model and does no I/O.
+
+Every token is scored once, the first one too: the text is preceded by <|endoftext|>, as GPT-2
+saw the start of a document. With `inputs = [<|endoftext|>] + ids[:-1]`, input j predicts
+`ids[j]`. A text longer than the context goes in windows: window w feeds
+`inputs[w * stride : w * stride + n_ctx]` and scores only the ids no earlier window scored, with
+the window's earlier inputs as their context (at least n_ctx - stride of them once the text is
+long enough). stride = n_ctx gives disjoint chunks.
+"""
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .encoder import END_OF_TEXT
+from .errors import PicoGPTError
+from .generate import most_likely
+from .model import layer_norm, residual_stream
+
+CHUNK = 128  # positions per pass: [128, n_vocab] logits are 26 MB, a whole window's 206 MB
+
+
+@dataclass
+class Scores:
+    """What one window scored, for ids[start : start + len(logprobs)]."""
+
+    start: int
+    logprobs: np.ndarray  # [n] natural-log probability of each id
+    ranks: np.ndarray  # [n] 1 + how many tokens the model found more likely
+    top_ids: np.ndarray  # [n, top] the most likely next tokens, best first
+    top_probs: np.ndarray  # [n, top] their probabilities
+
+
+def log_softmax(x: np.ndarray) -> np.ndarray:  # [..., n] -> [..., n]
+    """log(softmax(x)), computed without taking the log of a tiny probability."""
+    shifted = x - np.max(x, axis=-1, keepdims=True)
+    return shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
+
+
+def score(ids: Sequence[int], params: dict, n_head: int, *,
+          stride: int | None = None) -> np.ndarray:  # [n] ids -> [n] log-probabilities
+    """Natural-log probability of each token given the ones before it."""
+    windows = score_windows(ids, params, n_head, stride)
+    return np.concatenate([window.logprobs for window in windows])
+
+
+def n_windows(n_ids: int, n_ctx: int, stride: int) -> int:
+    """How many windows score n_ids tokens."""
+    return 1 + max(0, -(-(n_ids - n_ctx) // stride))  # ceil division
+
+
+def score_windows(ids: Sequence[int], params: dict, n_head: int, stride: int | None = None,
+                  top: int = 0) -> Iterator[Scores]:
+    """Score ids window by window (see the module's docstring), yielding each window's Scores."""
+    n_ctx = len(params["wpe"])
+    stride = n_ctx // 2 if stride is None else stride
+    check_score_settings(len(ids), stride, n_ctx)
+    inputs = [END_OF_TEXT, *ids[:-1]]  # inputs[j] predicts ids[j]
+    scored = 0  # ids[:scored] have their scores
+    for start in range(0, len(ids), stride):
+        end = min(start + n_ctx, len(ids))  # this window feeds inputs[start:end]
+        cache = []  # a window starts afresh at position 0
+        for chunk in range(start, scored, CHUNK):  # context only: keep the keys and values
+            _, cache = residual_stream(inputs[chunk : min(chunk + CHUNK, scored)], params["wte"],
+                                       params["wpe"], params["blocks"], n_head, cache)
+        for chunk in range(scored, end, CHUNK):
+            stop = min(chunk + CHUNK, end)
+            x, cache = residual_stream(inputs[chunk:stop], params["wte"], params["wpe"],
+                                       params["blocks"], n_head, cache)
+            logits = layer_norm(x, **params["ln_f"]) @ params["wte"].T  # [n, n_vocab]
+            yield chunk_scores(chunk, logits, np.asarray(ids[chunk:stop]), top)
+        scored = end
+        if scored == len(ids):
+            return
+
+
+def chunk_scores(start: int, logits: np.ndarray, targets: np.ndarray, top: int) -> Scores:
+    """Log-probabilities, ranks and the top candidates of targets under logits."""
+    # [n, n_vocab], [n] -> Scores
+    logprobs = log_softmax(logits)  # [n, n_vocab]
+    picked = np.take_along_axis(logprobs, targets[:, None], axis=-1)  # [n, 1]
+    ranks = 1 + np.sum(logprobs > picked, axis=-1)  # [n]
+    top_ids = most_likely(logprobs, top) if top else np.zeros((len(targets), 0), int)
+    top_probs = np.exp(np.take_along_axis(logprobs, top_ids, axis=-1))  # [n, top]
+    return Scores(start, picked[:, 0], ranks, top_ids, top_probs)
+
+
+def check_score_settings(n_ids: int, stride, n_ctx: int) -> None:
+    """Raise PicoGPTError for an empty text or a stride that cannot tile the text."""
+    if n_ids == 0:
+        raise PicoGPTError("the text to score is empty; give some text (or --prompt_file).")
+    if isinstance(stride, bool) or not isinstance(stride, int) or not 1 <= stride <= n_ctx:
+        raise PicoGPTError(f"stride={stride!r} is not a whole number from 1 to {n_ctx} (the "
+                           f"context); {n_ctx // 2}, the default, gives each token at least "
+                           f"{n_ctx - n_ctx // 2} tokens of context.")
