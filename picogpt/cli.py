@@ -13,23 +13,31 @@ import codecs
 import ctypes
 import difflib
 import inspect
+import json as json_module
+import math
 import sys
 from collections.abc import Iterable, Iterator
 
 import fire
+from tqdm import tqdm
 
-from .encoder import Encoder
+from .encoder import END_OF_TEXT, Encoder
 from .errors import PicoGPTError
-from .generate import Sampling, check_settings, generate
+from .generate import Sampling, Step, check_settings, generate
+from .inside import visible
 from .load import load_encoder_hparams_and_params
+from .page import page_data, write_page
+from .score import check_score_settings, score_windows
 
 
 def run(prompt: str = "", n_tokens: int = 40, top_k: int | None = None,
         top_p: float | None = None, temperature: float = 1.0, repetition_penalty: float = 1.0,
         seed: int | None = None, n_samples: int = 1, stop: str | None = None,
-        ignore_end: bool = False, prompt_file: str | None = None, model_size: str = "124M",
-        models_dir: str = "models", base_url: str | None = None) -> None:
-    """Print GPT-2's continuation of a prompt as it is generated.
+        ignore_end: bool = False, prompt_file: str | None = None, score: bool = False,
+        stride: int | None = None, top: int = 0, json: bool = False, candidates: int = 0,
+        explain: str | None = None, model_size: str = "124M", models_dir: str = "models",
+        base_url: str | None = None) -> None:
+    """Print GPT-2's continuation of a prompt as it is generated, or score the prompt.
 
     Each next token is the most likely one (greedy) unless --top_k or --top_p is set; then it is
     drawn at random after these filters, in this order (Hugging Face's and openai/gpt-2's):
@@ -52,25 +60,89 @@ def run(prompt: str = "", n_tokens: int = 40, top_k: int | None = None,
             ending the sample there.
         prompt_file: Read the prompt from this UTF-8 file ('-' for standard input); one
             trailing newline is dropped.
+        score: Instead of generating, print how likely GPT-2 finds each token of the prompt
+            (log-probability and rank), then the count, total negative log-likelihood,
+            perplexity per token and bits per byte.
+        stride: With --score, tokens between the starts of two windows of a text longer than
+            the context; unset is half the context (1024 // 2 for GPT-2).
+        top: With --score, also print the N tokens the model expected at each position.
+        json: With --score, print everything as one JSON object instead.
+        candidates: For each generated token, print it with the N most likely candidates and
+            their probabilities before and after the filters, then the text.
+        explain: Also write this HTML page of the run, to open offline in a browser: tokens
+            with ids and bytes, each step's candidates, attention of every layer and head,
+            the logit lens, and the position embeddings.
         model_size: GPT-2 size to use: 124M, 355M, 774M or 1558M. Downloaded on first use.
         models_dir: Folder that holds (or will hold) the downloaded models.
         base_url: Where to download models from; defaults to $PICOGPT_BASE_URL, then OpenAI's.
     """
     sampling = Sampling(top_k, top_p, temperature, repetition_penalty)
-    check_settings(n_tokens, sampling, seed, n_samples, stop)  # before anything loads
+    if score:  # before anything loads
+        check_score_settings(1, 1024 // 2 if stride is None else stride, 1024)
+        if isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= 50257:
+            raise PicoGPTError(f"top={top!r} is not a whole number from 0 to 50257.")
+    else:
+        check_settings(n_tokens, sampling, seed, n_samples, stop)
+        for name, value in [("stride", stride), ("top", top or None), ("json", json or None)]:
+            if value is not None:
+                raise PicoGPTError(f"--{name} works with --score; add --score to score text.")
+        if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 0:
+            raise PicoGPTError(f"candidates={candidates!r} is not a whole number from 0 up.")
+        if (candidates or explain) and n_samples > 1:
+            raise PicoGPTError("--candidates and --explain show one sample; drop --n_samples.")
     prompt = read_prompt(prompt, prompt_file)
     reuse_freed_memory()
     encoder, hparams, params = load_encoder_hparams_and_params(model_size, models_dir, base_url)
     input_ids = encoder.encode(prompt)
+    if score:
+        print_scores(prompt, input_ids, params, hparams["n_head"], encoder, stride, top, json)
+        return
+    n_shown = max(candidates, 10 if explain else 0)  # the page shows 10 per step
     ids = generate(input_ids, params, hparams["n_head"], n_tokens, top_k=top_k, top_p=top_p,
                    temperature=temperature, seed=seed, repetition_penalty=repetition_penalty,
-                   stop_at_end=not ignore_end, stop=stop, encoder=encoder, n_samples=n_samples)
-    if n_samples == 1:
-        for text in stream_text(ids, encoder, stop):
+                   stop_at_end=not ignore_end, stop=stop, encoder=encoder, n_samples=n_samples,
+                   candidates=n_shown)
+    if n_samples > 1:
+        print_samples(ids, n_samples, encoder, stop)
+        return
+    steps: list[Step] = []
+    if candidates:
+        print_steps(ids, steps, encoder, candidates)
+        print("".join(stream_text([step.token for step in steps], encoder, stop)), flush=True)
+    else:
+        tokens = (keep(step, steps) for step in ids) if n_shown else ids
+        for text in stream_text(tokens, encoder, stop):
             print(text, end="", flush=True)
         print(flush=True)
-    else:
-        print_samples(ids, n_samples, encoder, stop)
+    if explain:
+        settings = {"model_size": model_size, "top_k": top_k, "top_p": top_p, "seed": seed,
+                    "temperature": temperature, "repetition_penalty": repetition_penalty}
+        prompt_ids = input_ids or [END_OF_TEXT]
+        write_page(explain, page_data([*prompt_ids, *(step.token for step in steps)],
+                                      len(prompt_ids), steps, params, hparams["n_head"],
+                                      encoder, settings))
+        print(f"picogpt: wrote {explain}", file=sys.stderr)
+
+
+def keep(step: Step, steps: list[Step]) -> int:
+    """Note a step and pass its token on (the page needs every step after streaming)."""
+    steps.append(step)
+    return step.token
+
+
+def print_steps(ids: Iterable[Step], steps: list[Step], encoder: Encoder, n: int) -> None:
+    """Print each step as it comes: the token chosen, the entropy, and n candidates with their
+    probabilities before -> after the filters, in aligned columns."""
+    def cell(token_id: int) -> str:
+        return ("'" + visible(encoder.decode_bytes([token_id])) + "'")[:14]
+
+    print(f"{'step':>4}  {'chosen':<14} {'entropy':>7}  candidates: probability before -> "
+          f"after the filters")
+    for number, step in enumerate(ids, 1):
+        steps.append(step)
+        columns = "  ".join(f"{cell(int(i)):<14} {b:<8.3g} -> {a:<8.3g}"
+                            for i, b, a in zip(step.ids[:n], step.before, step.after))
+        print(f"{number:>4}  {cell(step.token):<14} {step.entropy:7.3f}  {columns}", flush=True)
 
 
 def read_prompt(prompt: str, prompt_file: str | None) -> str:
@@ -149,6 +221,40 @@ def print_samples(steps: Iterable[tuple[int, int]], n_samples: int, encoder: Enc
         for i, ids in enumerate(samples):
             print(f"{'=' * 20} sample {i + 1} of {n_samples} {'=' * 20}")
             print("".join(stream_text(ids, encoder, stop)), flush=True)
+
+
+def print_scores(text: str, ids: list[int], params: dict, n_head: int, encoder: Encoder,
+                 stride: int | None, top: int, as_json: bool) -> None:
+    """Score ids, then print one line per token and a summary, or all of it as JSON."""
+    tokens = []
+    with tqdm(total=len(ids), unit="tok", desc="scoring", leave=False, disable=None) as bar:
+        for window in score_windows(ids, params, n_head, stride, top):
+            for j, (logprob, rank) in enumerate(zip(window.logprobs, window.ranks)):
+                token_id = ids[window.start + j]
+                tokens.append({"id": token_id, "logprob": float(logprob), "rank": int(rank),
+                               "top": [{"id": int(i), "prob": float(p)} for i, p in
+                                       zip(window.top_ids[j], window.top_probs[j])]})
+            bar.update(len(window.logprobs))
+    nll = -math.fsum(token["logprob"] for token in tokens)
+    n_bytes = len(text.encode("utf-8"))
+    summary = {"n_tokens": len(tokens), "nll_nats": nll, "perplexity": math.exp(nll / len(tokens)),
+               "bits_per_byte": nll / math.log(2) / n_bytes, "n_bytes": n_bytes}
+    if as_json:
+        for entry in [*tokens, *(t for token in tokens for t in token["top"])]:
+            entry["text"] = encoder.decode([entry["id"]])
+        print(json_module.dumps({**summary, "tokens": tokens}, ensure_ascii=False))
+        return
+    width = max(len(visible(encoder.decode_bytes([t["id"]]))) for t in tokens) + 2
+    print(f"{'token':<{width}} {'logprob':>9} {'rank':>6}" + ("  expected" if top else ""))
+    for token in tokens:
+        expected = "  ".join(f"{visible(encoder.decode_bytes([t['id']]))!s} {t['prob']:.3f}"
+                             for t in token["top"])
+        text = "'" + visible(encoder.decode_bytes([token["id"]])) + "'"
+        print(f"{text:<{width}} {token['logprob']:9.3f} {token['rank']:6d}"
+              + (f"  {expected}" if top else ""))
+    print(f"{summary['n_tokens']} tokens, {n_bytes} bytes: total NLL {nll:.3f} nats, "
+          f"perplexity {summary['perplexity']:.3f} per token, "
+          f"{summary['bits_per_byte']:.4f} bits per byte")
 
 
 def fire_command(argv: list[str]) -> list[str]:

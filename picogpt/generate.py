@@ -89,6 +89,35 @@ def keep_top_p(logits: np.ndarray, p: float) -> np.ndarray:  # [..., n_vocab] ->
     return np.where(logits < least, -np.inf, logits).astype(logits.dtype)
 
 
+@dataclass(frozen=True)
+class Step:
+    """One generated token and the distribution it came from (generate's `candidates=N`)."""
+
+    token: int
+    ids: np.ndarray  # [n] the n most likely candidates before the filters, and the token
+    before: np.ndarray  # [n] their probabilities as the model gave them
+    after: np.ndarray  # [n] their probabilities after the filters: what the pick used
+    entropy: float  # of the distribution after the filters, in nats
+
+
+def most_likely(values: np.ndarray, n: int) -> np.ndarray:  # [..., m] -> [..., n] indices
+    """Indices of the n largest values, largest first, without sorting all of them."""
+    n = min(n, values.shape[-1])
+    some = np.argpartition(-values, n - 1, axis=-1)[..., :n]  # the n largest, in no order
+    order = np.argsort(-np.take_along_axis(values, some, axis=-1), axis=-1, kind="stable")
+    return np.take_along_axis(some, order, axis=-1)
+
+
+def describe(token: int, logits: np.ndarray, filtered: np.ndarray, n: int) -> Step:
+    """The Step for a token picked from filtered, which the filters made from logits."""
+    before, after = softmax(logits.astype(np.float64)), softmax(filtered.astype(np.float64))
+    ids = most_likely(before, n)  # [n] most likely first
+    if token not in ids:  # the pick is always shown, even when the penalty promoted it
+        ids = np.append(ids, token)
+    kept = after[after > 0]
+    return Step(token, ids, before[ids], after[ids], float(-np.sum(kept * np.log(kept))))
+
+
 def greedy(logits: np.ndarray) -> int:  # [n_vocab] -> token id
     """The most likely token."""
     return int(np.argmax(logits))
@@ -110,14 +139,16 @@ def sample_rngs(seed: int | None, n_samples: int) -> list[np.random.Generator]:
 def generate(input_ids: Sequence[int], params: dict, n_head: int, n_tokens: int, *,
              top_k: int | None = None, top_p: float | None = None, temperature: float = 1.0,
              seed: int | None = None, repetition_penalty: float = 1.0, stop_at_end: bool = True,
-             stop: str | None = None, encoder: Encoder | None = None,
-             n_samples: int = 1) -> Iterator:
+             stop: str | None = None, encoder: Encoder | None = None, n_samples: int = 1,
+             candidates: int = 0) -> Iterator:
     """Yield up to n_tokens new token ids after input_ids, one at a time.
 
     Greedy unless top_k or top_p is set. A sample ends early at <|endoftext|> (not yielded)
     unless stop_at_end is False, and once its text contains `stop` (which needs `encoder` to
     read the text; the token that completes it is yielded). With n_samples > 1 the samples
-    decode together and the generator yields (sample, token id) pairs, step by step.
+    decode together and the generator yields (sample, token id) pairs, step by step. With
+    candidates=N each token id comes as a Step that also holds the N most likely candidates
+    (plain generation does none of that work).
     """
     sampling = Sampling(top_k, top_p, temperature, repetition_penalty)
     check_settings(n_tokens, sampling, seed, n_samples, stop, len(params["wte"]))  # at the call
@@ -126,16 +157,20 @@ def generate(input_ids: Sequence[int], params: dict, n_head: int, n_tokens: int,
         raise PicoGPTError("stop needs encoder= to read the generated text; pass the Encoder "
                            "from load_encoder_hparams_and_params.")
     stop_bytes = stop.encode("utf-8") if stop else None
+    if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 0:
+        raise PicoGPTError(f"candidates={candidates!r} is not a whole number from 0 up.")
     steps = decode_samples([*input_ids], params, n_head, n_tokens, sampling,
-                           sample_rngs(seed, n_samples), stop_at_end, stop_bytes, encoder)
+                           sample_rngs(seed, n_samples), stop_at_end, stop_bytes, encoder,
+                           candidates)
     return steps if n_samples > 1 else (token for _, token in steps)
 
 
 def decode_samples(input_ids: list[int], params: dict, n_head: int, n_tokens: int,
                    sampling: Sampling, rngs: list[np.random.Generator], stop_at_end: bool = True,
-                   stop: bytes | None = None,
-                   encoder: Encoder | None = None) -> Iterator[tuple[int, int]]:
-    """The loop behind generate: one sample per rng; yields (sample, token id) step by step.
+                   stop: bytes | None = None, encoder: Encoder | None = None,
+                   candidates: int = 0) -> Iterator[tuple[int, int | Step]]:
+    """The loop behind generate: one sample per rng; yields (sample, token id) step by step
+    (a Step in place of the id when candidates > 0).
 
     The prompt is fed once; its cache is shared by every sample (the first batched step copies
     it into each row). Then each step runs all running samples as one batch of [n_alive, 1]
@@ -159,7 +194,8 @@ def decode_samples(input_ids: list[int], params: dict, n_head: int, n_tokens: in
         for row, (i, token) in enumerate(zip(alive, next_ids)):
             if stop_at_end and token == END_OF_TEXT:
                 continue
-            yield i, token
+            yield i, (describe(token, logits[row], filtered[row], candidates) if candidates
+                      else token)
             if stop is not None:
                 text[i] += encoder.decode_bytes([token])
                 if stop in text[i][-len(stop) - 64:]:  # 64: no GPT-2 token is longer

@@ -1,0 +1,70 @@
+"""The offline page of a run: `picogpt "prompt" --explain report.html`.
+
+Owns turning a run (its ids, the step candidates from `generate`, a `trace` of the whole
+sequence) into one self-contained HTML file: the template `explain.html` beside this module
+with the run's data inlined as JSON. Nothing is fetched when the page opens: no CDN, no fonts.
+Every number on the page is one that `generate`, `trace` or `logit_lens` returned.
+"""
+
+import json
+from importlib import resources
+
+import numpy as np
+
+from .encoder import Encoder
+from .generate import Step
+from .inside import cosine_similarity, float32_base64, logit_lens, residual_names, trace, visible
+
+# Attention is the bulk of the page: n_layer * n_head * n^2 float32s. Past this many bytes
+# (the 124M model's 144 heads at 72 positions) the page keeps the last positions only.
+ATTENTION_BYTES = 3_000_000
+N_WPE = 128  # positions in the wpe similarity picture
+
+
+def piece(encoder: Encoder, token_id: int) -> dict:
+    """A token as the page shows it: its text, or its bytes where it holds part of a character."""
+    data = encoder.decode_bytes([token_id])
+    try:
+        data.decode("utf-8")
+        return {"id": token_id, "text": visible(data)}
+    except UnicodeDecodeError:
+        return {"id": token_id, "text": visible(data), "bytes": data.hex(" ")}
+
+
+def page_data(ids: list[int], n_prompt: int, steps: list[Step], params: dict, n_head: int,
+              encoder: Encoder, settings: dict) -> dict:
+    """Everything the page shows, computed by trace, logit_lens and the generation API."""
+    n_layer, n_seq = len(params["blocks"]), len(ids)
+    per_position = n_layer * n_head * 4  # bytes of attention per (query, key) pair
+    n_kept = min(n_seq, int((ATTENTION_BYTES / per_position) ** 0.5))
+    first = n_seq - n_kept  # attention kept for positions first..n_seq-1, as queries and keys
+    patterns = [f"blocks.{i}.attn.pattern" for i in range(n_layer)]
+    _, values = trace(ids, params, n_head, names={*patterns, *residual_names(n_layer)})
+    lens_ids, lens_probs = logit_lens(values, params, top=3)  # [n_layer + 1, n_seq, 3]
+    attention = np.stack([values[name][:, first:, first:] for name in patterns])
+    wpe = np.asarray(params["wpe"][:N_WPE])
+    return {
+        "settings": settings, "n_prompt": n_prompt, "n_layer": n_layer, "n_head": n_head,
+        "tokens": [piece(encoder, i) for i in ids],
+        "steps": [{"token": piece(encoder, step.token), "entropy": step.entropy,
+                   "candidates": [{**piece(encoder, int(i)), "before": float(b), "after": float(a)}
+                                  for i, b, a in zip(step.ids, step.before, step.after)]}
+                  for step in steps],
+        "attention": {"first": first, "n": n_kept, "data": float32_base64(attention)},
+        "lens": {"text": [[visible(encoder.decode_bytes([int(i)])) for i in row]
+                          for row in lens_ids[:, :, 0]],
+                 "probs": lens_probs[:, :, 0].round(4).tolist(),
+                 "top": [[" / ".join(f"{visible(encoder.decode_bytes([int(i)]))} {p:.3f}"
+                                     for i, p in zip(ids_, probs_))
+                          for ids_, probs_ in zip(row_ids, row_probs)]
+                         for row_ids, row_probs in zip(lens_ids, lens_probs)]},
+        "wpe": {"n": len(wpe), "data": float32_base64(cosine_similarity(wpe))},
+    }
+
+
+def write_page(path: str, data: dict) -> None:
+    """Fill the template with the data and write the page."""
+    template = resources.files("picogpt").joinpath("explain.html").read_text(encoding="utf-8")
+    inline = json.dumps(data, ensure_ascii=False).replace("</", "<\\/")  # never ends the script
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(template.replace("/*DATA*/null", inline))

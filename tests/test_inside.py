@@ -1,0 +1,218 @@
+"""The inside view: trace and logit lens against transformers, step candidates against draws,
+and the --explain page in a real browser (Debian's chromium, driven by Playwright)."""
+
+import os
+import re
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from conftest import hf_model
+from test_generate import chi_square, chi_square_limit
+from test_load import picogpt
+from test_model import load, prompt_ids
+
+from picogpt import generate, gpt2, softmax, trace
+from picogpt.generate import Sampling
+from picogpt.inside import logit_lens, residual_names, visible
+from picogpt.load import read_encoder
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+
+def test_trace_equals_transformers_attentions_and_hidden_states(tiny):
+    hparams, params = load(tiny.models_dir)
+    ids = prompt_ids(20, seed=2)
+    logits, values = trace(ids, params, hparams["n_head"])
+    model = hf_model(tiny)
+    model.set_attn_implementation("eager")  # sdpa does not return the attention weights
+    with torch.no_grad():
+        out = model(torch.tensor([ids]), output_attentions=True, output_hidden_states=True)
+    n_layer = hparams["n_layer"]
+    for i in range(n_layer):
+        pattern = values[f"blocks.{i}.attn.pattern"]
+        assert pattern.shape == (hparams["n_head"], 20, 20)
+        np.testing.assert_allclose(pattern.sum(-1), 1, rtol=1e-5)
+        np.testing.assert_allclose(pattern, out.attentions[i][0].numpy(), atol=1e-5)
+    hidden = out.hidden_states  # embeddings, each block's output; the last has ln_f applied
+    np.testing.assert_allclose(values["blocks.0.resid_pre"], hidden[0][0].numpy(), atol=1e-5)
+    for i in range(n_layer - 1):
+        np.testing.assert_allclose(values[f"blocks.{i}.resid_post"], hidden[i + 1][0].numpy(),
+                                   atol=1e-5)
+    np.testing.assert_allclose(values["ln_final"], hidden[n_layer][0].numpy(), atol=1e-5)
+    np.testing.assert_allclose(logits, out.logits[0].numpy(), atol=1e-4)
+    for i in range(n_layer):  # the parts add up as the block adds them
+        block = {name: values[f"blocks.{i}.{name}"] for name in
+                 ("resid_pre", "attn_out", "resid_mid", "mlp_out", "resid_post")}
+        np.testing.assert_array_equal(block["resid_pre"] + block["attn_out"], block["resid_mid"])
+        np.testing.assert_array_equal(block["resid_mid"] + block["mlp_out"], block["resid_post"])
+    np.testing.assert_array_equal(values["embed"] + values["pos_embed"],
+                                  values["blocks.0.resid_pre"])
+
+
+def test_traced_logits_are_gpt2s_bit_for_bit_and_names_filter(checkpoint):
+    hparams, params = load(checkpoint.models_dir)
+    ids = prompt_ids(30, seed=3)
+    logits, values = trace(ids, params, hparams["n_head"], names={"blocks.1.attn.pattern"})
+    assert np.array_equal(logits, gpt2(np.array(ids), **params, n_head=hparams["n_head"]))
+    assert set(values) == {"blocks.1.attn.pattern"}
+
+
+@pytest.fixture(params=["tiny", "gpt2_124m"])
+def checkpoint(request):
+    return request.getfixturevalue(request.param)
+
+
+def test_the_logit_lens_last_row_is_the_models_prediction(tiny):
+    hparams, params = load(tiny.models_dir)
+    ids = prompt_ids(12, seed=4)
+    logits, values = trace(ids, params, hparams["n_head"],
+                           names=set(residual_names(hparams["n_layer"])))
+    lens_ids, lens_probs = logit_lens(values, params, top=3)
+    assert lens_ids.shape == lens_probs.shape == (hparams["n_layer"] + 1, 12, 3)
+    probs = softmax(logits)
+    expected = np.argsort(-probs, axis=-1, kind="stable")[:, :3]
+    assert np.array_equal(lens_ids[-1], expected)
+    np.testing.assert_allclose(lens_probs[-1], np.take_along_axis(probs, expected, -1),
+                               rtol=1e-5)
+    assert not np.array_equal(lens_ids[0], lens_ids[-1])  # earlier layers predict otherwise
+
+
+def test_step_candidates_are_the_distribution_the_sampler_drew_from(tiny):
+    hparams, params = load(tiny.models_dir)
+    ids, n_head = prompt_ids(6, seed=5), hparams["n_head"]
+    settings = {"top_k": 6, "top_p": 0.9, "temperature": 0.8, "repetition_penalty": 1.3}
+    draws = [step for _, step in generate(ids, params, n_head, 1, seed=0, n_samples=2500,
+                                          candidates=10, **settings)]
+    first = draws[0]  # the first step of every sample comes from the same logits
+    logits = gpt2(np.array(ids), **params, n_head=n_head)[-1]
+    seen = np.zeros(len(logits), bool)
+    seen[ids] = True
+    filtered = Sampling(**settings).filter(logits, seen)
+    np.testing.assert_allclose(first.before, softmax(logits.astype(np.float64))[first.ids],
+                               rtol=1e-5)
+    np.testing.assert_allclose(first.after, softmax(filtered.astype(np.float64))[first.ids],
+                               rtol=1e-5)
+    kept = first.ids[first.after > 0]
+    assert 2 <= len(kept) <= 6 and first.after[first.after > 0].sum() == pytest.approx(1)
+    tokens = np.array([step.token for step in draws])
+    assert set(tokens) <= set(kept.tolist())
+    counts = np.array([np.sum(tokens == i) for i in kept])
+    assert chi_square(counts, first.after[first.after > 0]) < chi_square_limit(len(kept) - 1)
+    p = first.after[first.after > 0]
+    assert first.entropy == pytest.approx(-np.sum(p * np.log(p)))
+
+
+def test_candidates_flag_prints_aligned_columns(tiny, vocab_dir):
+    encoder = read_encoder(vocab_dir)
+    hparams, params = load(tiny.models_dir)
+    done = picogpt("Alan Turing", "--n_tokens", "5", "--candidates", "3", "--top_k", "10",
+                   "--seed", "2", "--models_dir", str(tiny.models_dir))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    steps = list(generate(encoder.encode("Alan Turing"), params, hparams["n_head"], 5, top_k=10,
+                          seed=2, candidates=3))
+    rows = lines[1:6]
+    for row, step in zip(rows, steps):
+        chosen = ("'" + visible(encoder.decode_bytes([step.token])) + "'")[:14]
+        assert row[6:20].rstrip() == chosen.rstrip()  # the column after the step number
+    arrows = {tuple(m.start() for m in re.finditer("->", row)) for row in rows}
+    assert len(arrows) == 1 and len(next(iter(arrows))) == 3  # three columns, aligned
+    assert lines[6] == encoder.decode([step.token for step in steps])
+
+
+# ---- the page, in a real browser ------------------------------------------------------------
+
+PROMPT = "语言模型怎样预测下一个词？Alan Turing"  # Chinese: characters split across tokens
+
+
+def valid_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not os.path.exists(CHROMIUM):
+        message = "needs chromium: apt-get install -y chromium (.ci/run installs it)"
+        if os.environ.get("CI"):
+            pytest.fail(message)  # CI runs every test; a missing browser is a broken build
+        pytest.skip(message)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        yield browser
+        browser.close()
+
+
+def test_the_explain_page_shows_the_engines_numbers_offline(tiny, vocab_dir, browser, tmp_path):
+    encoder = read_encoder(vocab_dir)
+    hparams, params = load(tiny.models_dir)
+    path = tmp_path / "report.html"
+    done = picogpt(PROMPT, "--n_tokens", "8", "--top_k", "20", "--seed", "1", "--explain",
+                   str(path), "--models_dir", str(tiny.models_dir))
+    assert done.returncode == 0, done.stderr
+    prompt = encoder.encode(PROMPT)
+    steps = list(generate(prompt, params, hparams["n_head"], 8, top_k=20, seed=1,
+                          candidates=10))
+    ids = prompt + [step.token for step in steps]
+    _, values = trace(ids, params, hparams["n_head"])
+
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
+    errors, requests = [], []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(path.as_uri())
+
+    pieces = page.locator("#tokens .tok")
+    assert pieces.count() == len(ids)
+    for k, token_id in enumerate(ids):
+        data = encoder.decode_bytes([token_id])
+        assert pieces.nth(k).locator(".id").inner_text() == str(token_id)
+        text = pieces.nth(k).locator(".text").inner_text()
+        if valid_utf8(data):
+            assert text.strip() == data.decode("utf-8").strip()
+        else:  # part of a character: its bytes, never U+FFFD
+            assert text == data.hex(" ") and "\ufffd" not in text
+    split = [i for i in ids if not valid_utf8(encoder.decode_bytes([i]))]
+    assert len(split) >= 4  # the prompt did split characters across tokens
+
+    for layer, head in [(0, 0), (1, 3)]:  # choose, then hover cells of the heatmap
+        page.select_option("#layer", str(layer))
+        page.select_option("#head", str(head))
+        page.locator("#attn").scroll_into_view_if_needed()
+        box = page.locator("#attn").bounding_box()
+        n = len(ids)
+        for q, k in [(0, 0), (5, 2), (n - 1, 7), (n - 1, n - 1)]:
+            page.mouse.move(box["x"] + (k + 0.5) * box["width"] / n,
+                            box["y"] + (q + 0.5) * box["height"] / n)
+            tip = page.locator("#attn-tip").inner_text()
+            assert f"layer {layer} head {head}: query {q} " in tip and f" key {k} " in tip
+            expected = values[f"blocks.{layer}.attn.pattern"][head, q, k]
+            assert float(tip.rsplit(" ", 1)[1]) == pytest.approx(expected, rel=1e-6, abs=1e-9)
+
+    for s in (0, 5):
+        page.select_option("#step", str(s))
+        shown = page.locator("#cands .p.after").all_inner_texts()
+        before = page.locator("#cands .p.before").all_inner_texts()
+        np.testing.assert_allclose([float(x) for x in shown], steps[s].after, atol=5e-5)
+        np.testing.assert_allclose([float(x) for x in before], steps[s].before, atol=5e-5)
+        assert "▶" in page.locator("#cands .chosen").inner_text()
+    page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+    assert errors == [] and requests == [path.as_uri()]  # nothing but the file itself
+
+
+def test_a_64_token_page_of_the_124m_shape_stays_under_5_mb(gpt2_124m, tmp_path):
+    path = tmp_path / "report.html"
+    done = picogpt(" ".join(["word"] * 24), "--n_tokens", "40", "--ignore_end", "--explain",
+                   str(path), "--models_dir", str(gpt2_124m.models_dir))
+    assert done.returncode == 0, done.stderr
+    assert 1_000_000 < path.stat().st_size < 5_000_000
