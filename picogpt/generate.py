@@ -12,7 +12,7 @@ import numpy as np
 
 from .encoder import END_OF_TEXT, Encoder
 from .errors import PicoGPTError
-from .model import gpt2, softmax
+from .model import gpt2, softmax, with_room
 
 # Prompt tokens per forward pass. A long prompt in one pass needs [n_head, n_new, n_all] scores
 # and [n_new, 4 * n_embd] activations at once; 128 at a time lowered the peak memory of a
@@ -172,14 +172,17 @@ def decode_samples(input_ids: list[int], params: dict, n_head: int, n_tokens: in
     """The loop behind generate: one sample per rng; yields (sample, token id) step by step
     (a Step in place of the id when candidates > 0).
 
-    The prompt is fed once; its cache is shared by every sample (the first batched step copies
-    it into each row). Then each step runs all running samples as one batch of [n_alive, 1]
-    ids, so the weights are read once per step. A finished sample leaves the batch.
+    The prompt is fed once, and each sample starts from a copy of its cache. Then each step
+    runs all running samples as one batch of [n_alive, 1] ids, so the weights are read once
+    per step. A finished sample leaves the batch.
     """
     if n_tokens == 0:
         return
     prompt = input_ids or [END_OF_TEXT]  # no prompt: start as GPT-2 starts a document
     logits, cache = feed(prompt, params, n_head, [])  # [n_vocab], one (k, v) per block
+    # each sample gets a copy of the prompt's keys and values, with room for its new tokens
+    cache = [(with_room(k, n_tokens, (len(rngs),)), with_room(v, n_tokens, (len(rngs),)))
+             for k, v in cache]  # [n_alive, n_prompt, n_embd] each
     logits = np.broadcast_to(logits, (len(rngs), len(logits)))  # [n_alive, n_vocab]
     alive = list(range(len(rngs)))  # which sample each batch row holds
     seen = None  # [n_alive, n_vocab] which tokens each sample has had, for the penalty
@@ -205,8 +208,8 @@ def decode_samples(input_ids: list[int], params: dict, n_head: int, n_tokens: in
             return
         if len(keep) < len(alive):  # finished samples stop costing work
             alive = [alive[row] for row in keep]
-            if cache[0][0].ndim == 3:  # [n_alive, n_past, n_embd]; the prompt's is shared
-                cache = [(k[keep], v[keep]) for k, v in cache]
+            room = n_tokens - step - 1  # positions still to come
+            cache = [(with_room(k[keep], room), with_room(v[keep], room)) for k, v in cache]
             seen = None if seen is None else seen[keep]
         ids = np.array([[next_ids[row]] for row in keep])  # [n_alive, 1]
         if seen is not None:

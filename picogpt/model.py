@@ -97,6 +97,17 @@ def extend(past: np.ndarray, new: np.ndarray) -> np.ndarray:
     return buffer[..., :n_all, :]
 
 
+def with_room(past: np.ndarray, n_room: int, batch: tuple = ()) -> np.ndarray:
+    """past in a buffer with room for n_room more rows (copied for each of batch's rows)."""
+    # [..., n_past, n_embd] -> [*batch or ..., n_past, n_embd], a view extend can fill in place:
+    # a caller that knows how long the sequence gets avoids extend's doubling
+    *lead, n_past, n_embd = past.shape
+    buffer = np.empty((*(batch or lead), n_past + n_room + 1, n_embd), past.dtype)
+    buffer[..., :n_past, :] = past
+    buffer[..., n_past, 0] = np.nan  # extend's mark: the rows from here on are free
+    return buffer[..., :n_past, :]
+
+
 def mha(x: np.ndarray, c_attn: dict, c_proj: dict, n_head: int, kv: tuple | None = None) -> tuple:
     """Causal multi-head self-attention; returns the output and this layer's keys and values."""
     # [..., n_new, n_embd], kv: ([..., n_past, n_embd],) * 2 -> [..., n_new, n_embd], (k, v)

@@ -62,7 +62,7 @@ def test_each_token_is_scored_once_with_the_documented_context(tiny, monkeypatch
 
     def recording(inputs, *args):
         *_, cache = args
-        if not cache:
+        if cache[0][0].shape[-2] == 0:  # nothing cached yet: a new window
             fed.append([])
         fed[-1] += list(inputs)
         return real(inputs, *args)
