@@ -40,6 +40,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT = "Alan Turing theorized that"
 N_NEW = 40
+STRIDE = 512  # scoring windows start every 512 tokens
 
 
 def threads() -> int:
@@ -70,6 +71,7 @@ def picogpt_engine(work: Path):
     from picogpt.generate import feed, generate
     from picogpt.load import load_encoder_hparams_and_params
     from picogpt.model import gpt2
+    from picogpt.score import score
 
     reuse_freed_memory()
     _, hparams, params = load_encoder_hparams_and_params("124M", str(work / "models"))
@@ -87,7 +89,7 @@ def picogpt_engine(work: Path):
         return len(list(generate(ids, params, n_head, n_new, top_k=50, seed=0,
                                  stop_at_end=False, n_samples=n_samples)))
 
-    return prefill, step, sample, None
+    return prefill, step, sample, None, lambda ids: score(ids, params, n_head, stride=STRIDE)
 
 
 def transformers_engine(work: Path):
@@ -120,7 +122,18 @@ def transformers_engine(work: Path):
                              use_cache=True, pad_token_id=50256)
         return out[:, len(ids):].numel()
 
-    return prefill, step, sample, generate
+    @torch.inference_mode()
+    def score(ids):  # the same windows as picogpt.score, one forward pass per window
+        inputs, logprobs, start, scored = [50256, *ids[:-1]], [], 0, 0
+        while scored < len(ids):
+            window = inputs[start : start + model.config.n_positions]
+            logits = model(torch.tensor([window])).logits[0, scored - start :]
+            targets = torch.tensor(ids[scored : start + len(window)])[:, None]
+            logprobs.append(torch.log_softmax(logits, -1).gather(1, targets))
+            scored, start = start + len(window), start + STRIDE
+        return torch.cat(logprobs)
+
+    return prefill, step, sample, generate, score
 
 
 class TokenTimes:
@@ -138,10 +151,17 @@ class TokenTimes:
 
 def measure_engine(engine: str, work: Path, repeats: int, n_prompt: int, n_samples: int) -> dict:
     """Throughput figures of one engine for one prompt length, run in this process."""
-    prefill, step, sample, generate = {"picogpt": picogpt_engine,
-                                       "transformers": transformers_engine}[engine](work)
+    prefill, step, sample, generate, score = {"picogpt": picogpt_engine,
+                                              "transformers": transformers_engine}[engine](work)
     figures = {}
     ids = prompt_ids(n_prompt)  # one prompt length per process: the memory peak is its own
+    if n_prompt >= 4096:  # scoring a text of n_prompt tokens: one timed run
+        start = time.perf_counter()
+        score(ids)
+        figures[f"score_{n_prompt}_tok_s"] = n_prompt / (time.perf_counter() - start)
+        figures[f"peak_rss_mb_score_{n_prompt}"] = (
+            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+        return figures
     if n_samples > 1 and n_prompt != 16:  # only the memory peak
         sample(ids, N_NEW, n_samples)
     elif n_samples > 1:  # sampling, whole calls (prefill included): n_samples x N_NEW tokens / s
@@ -288,7 +308,10 @@ def report(results: dict, info: dict, bandwidth: float) -> str:
             ("peak memory, 40 after 880 (MiB)", "peak_rss_mb_880"),
             ("sample 40 after 16, 1 sample (tok/s)", "sample1_after_16_tok_s"),
             ("sample 40 after 16, 8 samples (tok/s)", "sample8_after_16_tok_s"),
-            ("peak memory, 8 samples after 512 (MiB)", "peak_rss_mb_512_x8")]
+            ("peak memory, 8 samples after 512 (MiB)", "peak_rss_mb_512_x8"),
+            ("score 4096 tokens, stride 512 (tok/s)", "score_4096_tok_s"),
+            ("peak memory, score 4096 tokens (MiB)", "peak_rss_mb_score_4096"),
+            ("peak memory, score 16384 tokens (MiB)", "peak_rss_mb_score_16384")]
     lines = [f"{'':42}{'picogpt':>12}{'transformers':>14}{'ratio':>8}"]
     for label, key in rows:
         a, b = p.get(key), t.get(key)
@@ -380,7 +403,10 @@ def main() -> None:
             figures = {"load_cold_s": load_seconds(engine, work, cold=True),
                        "load_warm_s": load_seconds(engine, work, cold=False),
                        "first_token_s": first_token_seconds(engine, work)}
-            for n_prompt, n_samples in ((16, 1), (512, 1), (880, 1), (16, 8), (512, 8)):
+            runs = [(16, 1), (512, 1), (880, 1), (16, 8), (512, 8), (4096, 1)]
+            if engine == "picogpt":  # scoring memory stays flat: a text four times as long
+                runs.append((16384, 1))
+            for n_prompt, n_samples in runs:
                 figures.update(json.loads(child(
                     "--child", "measure", engine, "--work", str(work), "--repeats",
                     str(args.repeats), "--n_prompt", str(n_prompt), "--n_samples",
