@@ -148,8 +148,8 @@ def test_help_shows_every_flag_with_its_default_and_what_it_does():
 
 
 def test_streamed_text_is_the_decoded_text_with_split_characters_held_back(vocab_dir):
-    from picogpt.cli import stream_text
     from picogpt.load import read_encoder
+    from picogpt.terminal import stream_text
 
     encoder = read_encoder(vocab_dir)
     byte_token = {b: i for i, b in encoder.token_bytes.items() if len(b) == 1}

@@ -1,0 +1,115 @@
+"""What the picogpt command prints: streamed text, several samples, step candidates, scores.
+
+Owns the terminal views. cli.py decides what to run and calls these; they print to stdout
+(progress to stderr) and hold no other logic than laying out what the engine returned.
+"""
+
+import codecs
+import json
+import math
+import sys
+from collections.abc import Iterable, Iterator
+
+from tqdm import tqdm
+
+from .encoder import Encoder
+from .generate import Step
+from .inside import visible
+from .score import score_windows
+
+
+def stream_text(ids: Iterable[int], encoder: Encoder, stop: str | None = None) -> Iterator[str]:
+    """The text of ids as they arrive, cut before `stop`.
+
+    A character split across tokens waits for its last byte, and text that could be the start
+    of `stop` waits until the next tokens show whether it is.
+    """
+    utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    held = ""
+    for next_id in ids:
+        held += utf8.decode(encoder.decode_bytes([next_id]))
+        if stop and stop in held:
+            yield held[: held.index(stop)]
+            return
+        n_keep = next((n for n in range(min(len(stop), len(held)), 0, -1)  # a stop's beginning
+                       if held.endswith(stop[:n])), 0) if stop else 0
+        yield held[: len(held) - n_keep]
+        held = held[len(held) - n_keep :]
+    yield held + utf8.decode(b"", final=True)  # bytes left over become U+FFFD, as in decode
+
+
+def print_samples(steps: Iterable[tuple[int, int]], n_samples: int, encoder: Encoder,
+                  stop: str | None) -> None:
+    """Print each of several samples, whole, under a line naming it, once all are done."""
+    # The samples grow together, one token each per step; interleaving them on screen would be
+    # unreadable, so a progress line on stderr shows the steps and the text waits until the end
+    # (or Ctrl-C, which prints what each sample has so far).
+    samples: list[list[int]] = [[] for _ in range(n_samples)]
+    show_progress, step = sys.stderr.isatty(), 0
+    try:
+        for i, token in steps:
+            samples[i].append(token)
+            if show_progress and len(samples[i]) > step:
+                step = len(samples[i])
+                print(f"\rpicogpt: step {step}", end="", file=sys.stderr, flush=True)
+    finally:
+        if show_progress:
+            print("\r\033[K", end="", file=sys.stderr, flush=True)
+        for i, ids in enumerate(samples):
+            print(f"{'=' * 20} sample {i + 1} of {n_samples} {'=' * 20}")
+            print("".join(stream_text(ids, encoder, stop)), flush=True)
+
+
+def keep(step: Step, steps: list[Step]) -> int:
+    """Note a step and pass its token on (the page needs every step after streaming)."""
+    steps.append(step)
+    return step.token
+
+
+def print_steps(ids: Iterable[Step], steps: list[Step], encoder: Encoder, n: int) -> None:
+    """Print each step as it comes: the token chosen, the entropy, and n candidates with their
+    probabilities before -> after the filters, in aligned columns."""
+    def cell(token_id: int) -> str:
+        return ("'" + visible(encoder.decode_bytes([token_id])) + "'")[:14]
+
+    print(f"{'step':>4}  {'chosen':<14} {'entropy':>7}  candidates: probability before -> "
+          f"after the filters")
+    for number, step in enumerate(ids, 1):
+        steps.append(step)
+        columns = "  ".join(f"{cell(int(i)):<14} {b:<8.3g} -> {a:<8.3g}"
+                            for i, b, a in zip(step.ids[:n], step.before, step.after))
+        print(f"{number:>4}  {cell(step.token):<14} {step.entropy:7.3f}  {columns}", flush=True)
+
+
+def print_scores(text: str, ids: list[int], params: dict, n_head: int, encoder: Encoder,
+                 stride: int | None, top: int, as_json: bool) -> None:
+    """Score ids, then print one line per token and a summary, or all of it as JSON."""
+    tokens = []
+    with tqdm(total=len(ids), unit="tok", desc="scoring", leave=False, disable=None) as bar:
+        for window in score_windows(ids, params, n_head, stride, top):
+            for j, (logprob, rank) in enumerate(zip(window.logprobs, window.ranks)):
+                token_id = ids[window.start + j]
+                tokens.append({"id": token_id, "logprob": float(logprob), "rank": int(rank),
+                               "top": [{"id": int(i), "prob": float(p)} for i, p in
+                                       zip(window.top_ids[j], window.top_probs[j])]})
+            bar.update(len(window.logprobs))
+    nll = -math.fsum(token["logprob"] for token in tokens)
+    n_bytes = len(text.encode("utf-8"))
+    summary = {"n_tokens": len(tokens), "nll_nats": nll, "perplexity": math.exp(nll / len(tokens)),
+               "bits_per_byte": nll / math.log(2) / n_bytes, "n_bytes": n_bytes}
+    if as_json:
+        for entry in [*tokens, *(t for token in tokens for t in token["top"])]:
+            entry["text"] = encoder.decode([entry["id"]])
+        print(json.dumps({**summary, "tokens": tokens}, ensure_ascii=False))
+        return
+    width = max(len(visible(encoder.decode_bytes([t["id"]]))) for t in tokens) + 2
+    print(f"{'token':<{width}} {'logprob':>9} {'rank':>6}" + ("  expected" if top else ""))
+    for token in tokens:
+        expected = "  ".join(f"{visible(encoder.decode_bytes([t['id']]))!s} {t['prob']:.3f}"
+                             for t in token["top"])
+        text = "'" + visible(encoder.decode_bytes([token["id"]])) + "'"
+        print(f"{text:<{width}} {token['logprob']:9.3f} {token['rank']:6d}"
+              + (f"  {expected}" if top else ""))
+    print(f"{summary['n_tokens']} tokens, {n_bytes} bytes: total NLL {nll:.3f} nats, "
+          f"perplexity {summary['perplexity']:.3f} per token, "
+          f"{summary['bits_per_byte']:.4f} bits per byte")
