@@ -78,12 +78,10 @@ def run(prompt: str = "", n_tokens: int = 40, top_k: int | None = None,
         if isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= 50257:
             raise PicoGPTError(f"top={top!r} is not a whole number from 0 to 50257.")
     else:
-        check_settings(n_tokens, sampling, seed, n_samples, stop)
+        check_settings(n_tokens, sampling, seed, n_samples, stop, candidates)
         for name, value in [("stride", stride), ("top", top or None), ("json", json or None)]:
             if value is not None:
                 raise PicoGPTError(f"--{name} works with --score; add --score to score text.")
-        if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 0:
-            raise PicoGPTError(f"candidates={candidates!r} is not a whole number from 0 up.")
         if (candidates or explain) and n_samples > 1:
             raise PicoGPTError("--candidates and --explain show one sample; drop --n_samples.")
     prompt = read_prompt(prompt, prompt_file)

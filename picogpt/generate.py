@@ -151,14 +151,13 @@ def generate(input_ids: Sequence[int], params: dict, n_head: int, n_tokens: int,
     (plain generation does none of that work).
     """
     sampling = Sampling(top_k, top_p, temperature, repetition_penalty)
-    check_settings(n_tokens, sampling, seed, n_samples, stop, len(params["wte"]))  # at the call
+    check_settings(n_tokens, sampling, seed, n_samples, stop, candidates,
+                   len(params["wte"]))  # at the call, not at the first token
     check_context(len(input_ids), n_tokens, len(params["wpe"]))
     if stop is not None and encoder is None:
         raise PicoGPTError("stop needs encoder= to read the generated text; pass the Encoder "
                            "from load_encoder_hparams_and_params.")
     stop_bytes = stop.encode("utf-8") if stop else None
-    if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 0:
-        raise PicoGPTError(f"candidates={candidates!r} is not a whole number from 0 up.")
     steps = decode_samples([*input_ids], params, n_head, n_tokens, sampling,
                            sample_rngs(seed, n_samples), stop_at_end, stop_bytes, encoder,
                            candidates)
@@ -200,8 +199,9 @@ def decode_samples(input_ids: list[int], params: dict, n_head: int, n_tokens: in
             yield i, (describe(token, logits[row], filtered[row], candidates) if candidates
                       else token)
             if stop is not None:
-                text[i] += encoder.decode_bytes([token])
-                if stop in text[i][-len(stop) - 64:]:  # 64: no GPT-2 token is longer
+                piece = encoder.decode_bytes([token])
+                text[i] += piece
+                if stop in text[i][-len(stop) - len(piece) :]:  # only where it could be new
                     continue
             keep.append(row)
         if not keep or step == n_tokens - 1:
@@ -239,7 +239,7 @@ def is_number(value, low: float, high: float = float("inf"), high_ok: bool = Fal
 
 
 def check_settings(n_tokens: int, sampling: Sampling, seed: int | None, n_samples: int,
-                   stop: str | None, n_vocab: int = 50257) -> None:
+                   stop: str | None, candidates: int = 0, n_vocab: int = 50257) -> None:
     """Raise PicoGPTError for a setting that makes no sense, before any work is done."""
     problems = [
         (is_count(n_tokens), f"n_tokens={n_tokens!r} is not a count of tokens; give a whole "
@@ -261,6 +261,7 @@ def check_settings(n_tokens: int, sampling: Sampling, seed: int | None, n_sample
         (is_count(n_samples, 1), f"n_samples={n_samples!r} is not a whole number from 1 up."),
         (stop is None or isinstance(stop, str) and stop != "",
          f"stop={stop!r} is not a text to stop at; give a non-empty text, or leave it unset."),
+        (is_count(candidates), f"candidates={candidates!r} is not a whole number from 0 up."),
     ]
     for ok, message in problems:
         if not ok:

@@ -216,6 +216,7 @@ def test_an_empty_prompt_starts_from_end_of_text(tiny):
     (5, {"n_samples": 0}, "n_samples=0 is not a whole number from 1 up"),
     (5, {"stop": ""}, "stop='' is not a text to stop at"),
     (5, {"stop": "x"}, "stop needs encoder="),
+    (5, {"candidates": -2}, "candidates=-2 is not a whole number from 0 up"),
 ])
 def test_settings_the_model_cannot_honour_are_refused(tiny, n_prompt, settings, message):
     hparams, params = load(tiny.models_dir)
