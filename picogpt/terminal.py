@@ -105,7 +105,7 @@ def print_scores(text: str, ids: list[int], params: dict, n_head: int, encoder: 
     width = max(len(visible(encoder.decode_bytes([t["id"]]))) for t in tokens) + 2
     print(f"{'token':<{width}} {'logprob':>9} {'rank':>6}" + ("  expected" if top else ""))
     for token in tokens:
-        expected = "  ".join(f"{visible(encoder.decode_bytes([t['id']]))!s} {t['prob']:.3f}"
+        expected = "  ".join(f"'{visible(encoder.decode_bytes([t['id']]))}' {t['prob']:.3g}"
                              for t in token["top"])
         text = "'" + visible(encoder.decode_bytes([token["id"]])) + "'"
         print(f"{text:<{width}} {token['logprob']:9.3f} {token['rank']:6d}"
