@@ -1,9 +1,10 @@
 """The inside view: what each layer computes, which tokens it weighed, what it nearly said.
 
 Owns `trace` (the forward pass with its intermediate values kept, under TransformerLens's names),
-`logit_lens` and the data of the offline page (`page.py` writes it). It composes model.py's
-functions, in the order `gpt2` calls them, and never computes the math another way: the traced
-logits equal `gpt2`'s bit for bit, and a test checks it. No I/O.
+`logit_lens`, and how a token's text is shown (`visible`: escapes, and bytes for part of a
+character). It composes model.py's functions in the order `gpt2` calls them and never computes
+the math another way: the traced logits equal `gpt2`'s bit for bit, and a test checks it. No I/O;
+page.py turns these into the offline page.
 """
 
 import base64
