@@ -170,7 +170,10 @@ def fire_command(argv: list[str]) -> list[str]:
         if arg == "--":  # everything after it is the prompt, even if it starts with dashes
             words += argv[i:]
             break
-        if not arg.startswith("--"):
+        short = [name for name in params if arg[1:] == name[:1]] if len(arg) == 2 else []
+        if len(short) == 1:  # fire's short flag: a first letter no other flag starts with
+            arg = f"--{short[0]}"
+        elif not arg.startswith("--"):
             words.append(arg)
             continue
         name, has_value, value = arg[2:].partition("=")

@@ -1,6 +1,7 @@
 """The picogpt command as a user runs it: a subprocess, its output and its exit code."""
 
 import inspect
+import re
 
 import numpy as np
 import pytest
@@ -99,6 +100,25 @@ def test_a_misspelt_flag_is_refused_before_anything_loads(flag, value, guess, tm
     assert_one_line_error(done, f"unknown flag {flag}; " + (
         f"did you mean {guess}?" if guess else "see picogpt --help."))
     assert not models_dir.exists()
+
+
+def test_the_short_flags_help_shows_work(tiny, vocab_dir):
+    done = picogpt("--help", env={"PAGER": "cat"})
+    shorts = re.findall(r"^    (-\w), --(\w+)=", done.stdout + done.stderr, re.M)
+    assert ("-r", "repetition_penalty") in shorts
+    prompt = "Alan Turing"
+    for short, name in shorts:
+        value = {"repetition_penalty": "1.3", "candidates": "0", "explain": None,
+                 "json": None}.get(name, "skip")
+        if value is None or value == "skip":
+            continue
+        done = picogpt(prompt, short, value, "--n_tokens", "4", "--models_dir",
+                       str(tiny.models_dir))
+        assert done.returncode == 0, (short, done.stderr)
+        assert done.stdout == picogpt(prompt, f"--{name}", value, "--n_tokens", "4",
+                                      "--models_dir", str(tiny.models_dir)).stdout
+    assert picogpt("-5", "--n_tokens", "3", "--models_dir", str(tiny.models_dir)).stdout == (
+        continuation(tiny, vocab_dir, "-5", 3) + "\n")  # a dash and a digit stay a prompt
 
 
 def test_end_of_text_ends_the_output_unless_ignore_end(tiny_end, vocab_dir):
