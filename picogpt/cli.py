@@ -170,7 +170,8 @@ def fire_command(argv: list[str]) -> list[str]:
         if arg == "--":  # everything after it is the prompt, even if it starts with dashes
             words += argv[i:]
             break
-        short = [name for name in params if arg[1:] == name[:1]] if len(arg) == 2 else []
+        is_short = len(arg) == 2 and arg[0] == "-"
+        short = [name for name in params if arg[1] == name[0]] if is_short else []
         if len(short) == 1:  # fire's short flag: a first letter no other flag starts with
             arg = f"--{short[0]}"
         elif not arg.startswith("--"):

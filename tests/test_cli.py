@@ -117,8 +117,9 @@ def test_the_short_flags_help_shows_work(tiny, vocab_dir):
         assert done.returncode == 0, (short, done.stderr)
         assert done.stdout == picogpt(prompt, f"--{name}", value, "--n_tokens", "4",
                                       "--models_dir", str(tiny.models_dir)).stdout
-    assert picogpt("-5", "--n_tokens", "3", "--models_dir", str(tiny.models_dir)).stdout == (
-        continuation(tiny, vocab_dir, "-5", 3) + "\n")  # a dash and a digit stay a prompt
+    for prompt in ["-5", "hi", "ri"]:  # not a short flag: a prompt (which hi once was not)
+        assert picogpt(prompt, "--n_tokens", "3", "--models_dir", str(tiny.models_dir)).stdout \
+            == continuation(tiny, vocab_dir, prompt, 3) + "\n"
 
 
 def test_end_of_text_ends_the_output_unless_ignore_end(tiny_end, vocab_dir):
