@@ -76,6 +76,17 @@ def merge_heads(x: np.ndarray) -> np.ndarray:
     return x.swapaxes(-3, -2).reshape(*batch, n_seq, n_head * d_head)
 
 
+def with_room(past: np.ndarray, n_room: int, batch: tuple = ()) -> np.ndarray:
+    """past in a buffer with room for n_room more rows (copied for each of batch's rows)."""
+    # [..., n_past, n_embd] -> [*batch or ..., n_past, n_embd], a view extend can fill in place:
+    # a caller that knows how long the sequence gets avoids extend's doubling
+    *lead, n_past, n_embd = past.shape
+    buffer = np.empty((*(batch or lead), n_past + n_room + 1, n_embd), past.dtype)
+    buffer[..., :n_past, :] = past
+    buffer[..., n_past, 0] = np.nan  # extend's mark: the rows from here on are free
+    return buffer[..., :n_past, :]
+
+
 def extend(past: np.ndarray, new: np.ndarray) -> np.ndarray:
     """The rows of past followed by those of new, copying past only when it has no spare room."""
     # [..., n_past, n_embd], [..., n_new, n_embd] -> [..., n_past + n_new, n_embd]
@@ -89,23 +100,10 @@ def extend(past: np.ndarray, new: np.ndarray) -> np.ndarray:
             and buffer.shape[-1] == new.shape[-1] and buffer.shape[-2] > n_all
             and buffer.ctypes.data == past.ctypes.data
             and np.isnan(buffer[..., n_past, 0]).all()):
-        # doubling keeps copies rare; [..., n_room, n_embd]
-        buffer = np.empty((*new.shape[:-2], 2 * n_all + 1, new.shape[-1]), new.dtype)
-        buffer[..., :n_past, :] = past
+        buffer = with_room(past, 2 * n_all - n_past, new.shape[:-2]).base  # doubling: rare copies
     buffer[..., n_past:n_all, :] = new
     buffer[..., n_all, 0] = np.nan
     return buffer[..., :n_all, :]
-
-
-def with_room(past: np.ndarray, n_room: int, batch: tuple = ()) -> np.ndarray:
-    """past in a buffer with room for n_room more rows (copied for each of batch's rows)."""
-    # [..., n_past, n_embd] -> [*batch or ..., n_past, n_embd], a view extend can fill in place:
-    # a caller that knows how long the sequence gets avoids extend's doubling
-    *lead, n_past, n_embd = past.shape
-    buffer = np.empty((*(batch or lead), n_past + n_room + 1, n_embd), past.dtype)
-    buffer[..., :n_past, :] = past
-    buffer[..., n_past, 0] = np.nan  # extend's mark: the rows from here on are free
-    return buffer[..., :n_past, :]
 
 
 def mha(x: np.ndarray, c_attn: dict, c_proj: dict, n_head: int, kv: tuple | None = None) -> tuple:

@@ -47,11 +47,6 @@ def score(ids: Sequence[int], params: dict, n_head: int, *,
     return np.concatenate([window.logprobs for window in windows])
 
 
-def n_windows(n_ids: int, n_ctx: int, stride: int) -> int:
-    """How many windows score n_ids tokens."""
-    return 1 + max(0, -(-(n_ids - n_ctx) // stride))  # ceil division
-
-
 def score_windows(ids: Sequence[int], params: dict, n_head: int, stride: int | None = None,
                   top: int = 0) -> Iterator[Scores]:
     """Score ids window by window (see the module's docstring), yielding each window's Scores."""

@@ -15,13 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
+from picogpt.inside import cosine_similarity
 from picogpt.load import load_encoder_hparams_and_params
 from picogpt.transformer import sinusoidal_positions
-
-
-def cosine_similarity(x: np.ndarray) -> np.ndarray:  # [n, d] -> [n, n]
-    unit = x / np.linalg.norm(x, axis=-1, keepdims=True)
-    return unit @ unit.T
 
 
 def write_png(path: Path, gray: np.ndarray) -> None:
