@@ -26,9 +26,9 @@ def softmax(x: np.ndarray) -> np.ndarray:  # [..., n] -> [..., n]
 
 def layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float = 1e-5) -> np.ndarray:
     """Normalise each position to mean 0 and variance 1, then scale by g and shift by b."""
-    mean = np.mean(x, axis=-1, keepdims=True)  # [..., n_seq, 1]
-    variance = np.var(x, axis=-1, keepdims=True)  # [..., n_seq, 1]
-    return g * (x - mean) / np.sqrt(variance + eps) + b  # [..., n_seq, n_embd]
+    centred = x - np.mean(x, axis=-1, keepdims=True)  # [..., n_seq, n_embd]
+    variance = np.mean(centred * centred, axis=-1, keepdims=True)  # [..., n_seq, 1]
+    return g * centred / np.sqrt(variance + eps) + b  # [..., n_seq, n_embd]
 
 
 # [..., n_seq, n_in] -> [..., n_seq, n_out]
@@ -48,7 +48,9 @@ def ffn(x: np.ndarray, c_fc: dict, c_proj: dict, activation=gelu) -> np.ndarray:
 def attention_weights(q: np.ndarray, k: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """How much each query attends to each key: softmax of the scaled dot products."""
     # [..., n_new, d_head], [..., n_all, d_head], [n_new, n_all] -> [..., n_new, n_all]
-    return softmax(q @ k.swapaxes(-1, -2) / q.shape[-1] ** 0.5 + mask)
+    # q is scaled, not the scores: it is the smaller array (and dividing by 8, GPT-2's
+    # sqrt(d_head), is exact either way)
+    return softmax((q / q.shape[-1] ** 0.5) @ k.swapaxes(-1, -2) + mask)
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray) -> np.ndarray:
