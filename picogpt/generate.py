@@ -171,17 +171,22 @@ def decode_samples(input_ids: list[int], params: dict, n_head: int, n_tokens: in
     """The loop behind generate: one sample per rng; yields (sample, token id) step by step
     (a Step in place of the id when candidates > 0).
 
-    The prompt is fed once, and each sample starts from a copy of its cache. Then each step
-    runs all running samples as one batch of [n_alive, 1] ids, so the weights are read once
-    per step. A finished sample leaves the batch.
+    The prompt is fed once. Then each step runs all running samples as one batch of
+    [n_alive, 1] ids, so the weights are read once per step. The samples share the prompt's
+    keys and values (gpt2's prompt_cache); each caches only its own new positions. One sample
+    just extends the prompt's cache. A finished sample leaves the batch.
     """
     if n_tokens == 0:
         return
     prompt = input_ids or [END_OF_TEXT]  # no prompt: start as GPT-2 starts a document
     logits, cache = feed(prompt, params, n_head, [])  # [n_vocab], one (k, v) per block
-    # each sample gets a copy of the prompt's keys and values, with room for its new tokens
-    cache = [(with_room(k, n_tokens, (len(rngs),)), with_room(v, n_tokens, (len(rngs),)))
-             for k, v in cache]  # [n_alive, n_prompt, n_embd] each
+    if len(rngs) == 1:  # room for the new tokens after the prompt's keys and values
+        prompt_cache = None
+        cache = [(with_room(k, n_tokens, (1,)), with_room(v, n_tokens, (1,))) for k, v in cache]
+    else:  # shared, in arrays of their own (feed's have spare rows); each sample starts empty
+        prompt_cache = [(k.copy(), v.copy()) for k, v in cache]  # [n_prompt, n_embd] each
+        empty = np.empty((len(rngs), 0, cache[0][0].shape[-1]), cache[0][0].dtype)
+        cache = [(with_room(empty, n_tokens), with_room(empty, n_tokens)) for _ in cache]
     logits = np.broadcast_to(logits, (len(rngs), len(logits)))  # [n_alive, n_vocab]
     alive = list(range(len(rngs)))  # which sample each batch row holds
     seen = None  # [n_alive, n_vocab] which tokens each sample has had, for the penalty
@@ -214,7 +219,8 @@ def decode_samples(input_ids: list[int], params: dict, n_head: int, n_tokens: in
         ids = np.array([[next_ids[row]] for row in keep])  # [n_alive, 1]
         if seen is not None:
             seen[np.arange(len(keep)), ids[:, 0]] = True
-        logits, cache = gpt2(ids, **params, n_head=n_head, cache=cache)  # [n_alive, n_vocab]
+        logits, cache = gpt2(ids, **params, n_head=n_head, cache=cache,
+                             prompt_cache=prompt_cache)  # [n_alive, n_vocab]
 
 
 def feed(ids: Sequence[int], params: dict, n_head: int, cache: list,

@@ -59,6 +59,19 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray) -> 
     return attention_weights(q, k, mask) @ v
 
 
+def attention_after_prompt(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray,
+                           k_prompt: np.ndarray, v_prompt: np.ndarray) -> np.ndarray:
+    """attention with a prompt's keys and values put before every row's own k and v: the
+    batch's rows all continue that prompt, which is held once instead of copied for each."""
+    # [n_batch, n_head, n_new, d_head], [n_batch, n_head, n_own, d_head] x2,
+    # [n_new, n_prompt + n_own], [n_head, n_prompt, d_head] x2 -> [n_batch, n_head, n_new, d_head]
+    q = q / q.shape[-1] ** 0.5
+    scores = np.concatenate([q @ k_prompt.swapaxes(-1, -2), q @ k.swapaxes(-1, -2)], axis=-1)
+    weights = softmax(scores + mask)  # [n_batch, n_head, n_new, n_prompt + n_own]
+    n_prompt = k_prompt.shape[-2]
+    return weights[..., :n_prompt] @ v_prompt + weights[..., n_prompt:] @ v
+
+
 def future_mask(n_new: int, n_all: int, dtype) -> np.ndarray:  # -> [n_new, n_all]
     """-1e10 where a query would see a later position: query i sits at n_all - n_new + i."""
     return (1 - np.tri(n_new, n_all, k=n_all - n_new, dtype=dtype)) * -1e10
@@ -108,50 +121,68 @@ def extend(past: np.ndarray, new: np.ndarray) -> np.ndarray:
     return buffer[..., :n_all, :]
 
 
-def mha(x: np.ndarray, c_attn: dict, c_proj: dict, n_head: int, kv: tuple | None = None) -> tuple:
-    """Causal multi-head self-attention; returns the output and this layer's keys and values."""
-    # [..., n_new, n_embd], kv: ([..., n_past, n_embd],) * 2 -> [..., n_new, n_embd], (k, v)
+def mha(x: np.ndarray, c_attn: dict, c_proj: dict, n_head: int, kv: tuple | None = None,
+        prompt_kv: tuple | None = None) -> tuple:
+    """Causal multi-head self-attention; returns the output and this layer's keys and values.
+
+    kv holds the keys and values of earlier positions; prompt_kv, those of a prompt that comes
+    before them in every row of a batch (gpt2's prompt_cache).
+    """
+    # [..., n_new, n_embd], kv: ([..., n_past, n_embd],) * 2, prompt_kv: ([n_prompt, n_embd],) * 2
+    # -> [..., n_new, n_embd], (k, v) of n_past + n_new positions
     q, k, v = np.split(linear(x, **c_attn), 3, axis=-1)  # [..., n_new, n_embd] each
     if kv is not None:  # prepend what earlier calls computed
         k, v = extend(kv[0], k), extend(kv[1], v)  # [..., n_past + n_new, n_embd]
-    mask = future_mask(q.shape[-2], k.shape[-2], x.dtype)  # [n_new, n_all]
-    heads = attention(split_heads(q, n_head), split_heads(k, n_head), split_heads(v, n_head), mask)
+    n_prompt = 0 if prompt_kv is None else prompt_kv[0].shape[-2]
+    mask = future_mask(q.shape[-2], n_prompt + k.shape[-2], x.dtype)  # [n_new, n_all]
+    q_h, k_h, v_h = (split_heads(a, n_head) for a in (q, k, v))
+    if prompt_kv is None:
+        heads = attention(q_h, k_h, v_h, mask)
+    else:
+        heads = attention_after_prompt(q_h, k_h, v_h, mask,
+                                       *(split_heads(a, n_head) for a in prompt_kv))
     return linear(merge_heads(heads), **c_proj), (k, v)  # [..., n_new, n_embd]
 
 
 def transformer_block(x: np.ndarray, mlp: dict, attn: dict, ln_1: dict, ln_2: dict, n_head: int,
-                      kv: tuple | None = None) -> tuple:
+                      kv: tuple | None = None, prompt_kv: tuple | None = None) -> tuple:
     """One pre-norm block: attention then MLP, each added back onto the residual stream."""
-    # [..., n_new, n_embd], kv as in mha -> [..., n_new, n_embd], (k, v)
-    a, kv = mha(layer_norm(x, **ln_1), **attn, n_head=n_head, kv=kv)
+    # [..., n_new, n_embd], kv and prompt_kv as in mha -> [..., n_new, n_embd], (k, v)
+    a, kv = mha(layer_norm(x, **ln_1), **attn, n_head=n_head, kv=kv, prompt_kv=prompt_kv)
     x = x + a
     return x + ffn(layer_norm(x, **ln_2), **mlp), kv
 
 
 def residual_stream(inputs, wte: np.ndarray, wpe: np.ndarray, blocks: list, n_head: int,
-                    cache: list | None = None) -> tuple:
+                    cache: list | None = None, prompt_cache: list | None = None) -> tuple:
     """Embed the inputs and run them through every block: the last residual stream and cache."""
-    # [..., n_new] ids, cache of (k, v) [..., n_past, n_embd] -> [..., n_new, n_embd], cache
+    # [..., n_new] ids, cache of (k, v) [..., n_past, n_embd], prompt_cache of (k, v)
+    # [n_prompt, n_embd] -> [..., n_new, n_embd], cache
     inputs = np.asarray(inputs)
     n_past = cache[0][0].shape[-2] if cache else 0
+    if prompt_cache:
+        n_past += prompt_cache[0][0].shape[-2]
     x = wte[inputs] + wpe[n_past : n_past + inputs.shape[-1]]  # [..., n_new, n_embd]
     new_cache = []
-    for block, kv in zip(blocks, cache or [None] * len(blocks)):
-        x, kv = transformer_block(x, **block, n_head=n_head, kv=kv)
+    for block, kv, prompt_kv in zip(blocks, cache or [None] * len(blocks),
+                                    prompt_cache or [None] * len(blocks)):
+        x, kv = transformer_block(x, **block, n_head=n_head, kv=kv, prompt_kv=prompt_kv)
         new_cache.append(kv)
     return x, new_cache
 
 
 def gpt2(inputs, wte: np.ndarray, wpe: np.ndarray, blocks: list, ln_f: dict, n_head: int,
-         cache: list | None = None):
+         cache: list | None = None, prompt_cache: list | None = None):
     """Logits for the token after each input; with a cache, only the last one, plus the new cache.
 
     `cache=None` is the plain forward pass: `[n_seq]` ids -> `[n_seq, n_vocab]` logits, and a
     batch of rows, `[n_batch, n_seq]` ids, gives `[n_batch, n_seq, n_vocab]`.
     Otherwise `cache` holds one `(k, v)` per block, each `[..., n_past, n_embd]`, from an earlier
     call (`[]` to start one); the call returns `([..., n_vocab] logits, cache for n_past + n_new)`.
+    `prompt_cache`, the cache of one prompt that every row continues, comes before `cache` in
+    each row without being copied into it: several samples of one prompt share it.
     """
-    x, new_cache = residual_stream(inputs, wte, wpe, blocks, n_head, cache)
+    x, new_cache = residual_stream(inputs, wte, wpe, blocks, n_head, cache, prompt_cache)
     if cache is None:
         return layer_norm(x, **ln_f) @ wte.T  # [..., n_seq, n_embd] -> [..., n_seq, n_vocab]
     # generating: only the last position's logits pick the next token, so skip the others

@@ -11,6 +11,7 @@ from conftest import hf_model
 
 from picogpt import attention, gelu, generate, gpt2, layer_norm, softmax
 from picogpt import model as model_module
+from picogpt.model import attention_after_prompt, future_mask
 from picogpt.load import load_encoder_hparams_and_params
 
 torch.set_num_threads(2)
@@ -83,6 +84,25 @@ def test_attention_matches_a_loop_with_and_without_past(n_new, n_past):
     assert out.shape == (n_head, n_new, d_head)
     for h in range(n_head):
         np.testing.assert_allclose(out[h], loop_attention(q[h], k[h], v[h], n_past), atol=1e-5)
+
+
+def test_attention_after_a_shared_prompt_is_attention_on_the_joined_keys():
+    n_batch, n_head, n_prompt, n_own, n_new, d_head = 3, 2, 6, 4, 2, 8
+    q = rng.standard_normal((n_batch, n_head, n_new, d_head)).astype(np.float32)
+    k, v = (rng.standard_normal((n_batch, n_head, n_own, d_head)).astype(np.float32)
+            for _ in range(2))
+    k_prompt, v_prompt = (rng.standard_normal((n_head, n_prompt, d_head)).astype(np.float32)
+                          for _ in range(2))
+    mask = future_mask(n_new, n_prompt + n_own, np.float32)
+    out = attention_after_prompt(q, k, v, mask, k_prompt, v_prompt)
+    for b in range(n_batch):  # each row: its own keys after a copy of the prompt's
+        joined_k = np.concatenate([k_prompt, k[b]], axis=-2)
+        joined_v = np.concatenate([v_prompt, v[b]], axis=-2)
+        np.testing.assert_allclose(out[b], attention(q[b], joined_k, joined_v, mask), atol=1e-6)
+        for h in range(n_head):
+            np.testing.assert_allclose(out[b, h], loop_attention(q[b, h], joined_k[h], joined_v[h],
+                                                                 n_prompt + n_own - n_new),
+                                       atol=1e-5)
 
 
 def test_a_token_never_changes_the_logits_before_it(tiny):
@@ -251,19 +271,27 @@ def test_every_row_of_a_batch_equals_the_same_row_alone(checkpoint):
         np.testing.assert_allclose(row, logits, atol=max(1e-5, 2 * noise), rtol=0)
 
 
-def test_cached_decode_of_four_samples_equals_each_sample_alone(checkpoint):
+@pytest.mark.parametrize("shared", [False, True], ids=["cache", "prompt_cache"])
+def test_cached_decode_of_four_samples_equals_each_sample_alone(checkpoint, shared):
+    """Four samples continue one prompt, whose cache every row extends, or which every row
+    reads from prompt_cache while its own cache holds only its own positions."""
     hparams, params = load(checkpoint.models_dir)
     n_head = hparams["n_head"]
     prompt = prompt_ids(7, seed=11)
     continuations = np.array([prompt_ids(5, seed=20 + s) for s in range(4)])  # [4, 5]
-    _, cache = gpt2(np.array(prompt), **params, n_head=n_head, cache=[])  # shared by all rows
+    _, prompt_cache = gpt2(np.array(prompt), **params, n_head=n_head, cache=[])
+    before = [(k.copy(), v.copy()) for k, v in prompt_cache]
+    cache, prompt_cache = ([], prompt_cache) if shared else (prompt_cache, None)
     steps = []
     for column in continuations.T:  # one token for each of the four samples per step
-        logits, cache = gpt2(column[:, None], **params, n_head=n_head, cache=cache)
+        logits, cache = gpt2(column[:, None], **params, n_head=n_head, cache=cache,
+                             prompt_cache=prompt_cache)
         assert logits.shape == (4, hparams["n_vocab"])
         steps.append(logits)
     steps = np.stack(steps, axis=1)  # [4, 5, n_vocab]
-    assert cache[0][0].shape == (4, 12, hparams["n_embd"])
+    assert cache[0][0].shape == (4, 5 if shared else 12, hparams["n_embd"])
+    for (k, v), (k0, v0) in zip(prompt_cache or [], before):  # read, never written
+        assert k.shape == k0.shape and np.array_equal(k, k0) and np.array_equal(v, v0)
     for sample, row in zip(steps, continuations):
         full = gpt2(np.array([*prompt, *row]), **params, n_head=n_head)[7:]
         exact = gpt2(np.array([*prompt, *row]), **float64(params), n_head=n_head)[7:]
