@@ -87,6 +87,9 @@ def checkpoint_fingerprint(model_dir: Path) -> dict[str, list[int]]:
 
 def read_params(model_dir: Path) -> dict[str, np.ndarray] | None:
     """The converted tensors, memory-mapped, or None if params/ is absent, stale or damaged."""
+    # Mapped, not read: copies in memory get 2 MB pages, on which a decode step ran ~4% faster
+    # (19.7 against 20.6 ms, 124M), but making them added 0.3-0.45 s to every start here, more
+    # than a 40-token run wins back. Mapped files cost nothing to open and share the page cache.
     params_dir = model_dir / "params"
     manifest = read_json(params_dir / "manifest.json")
     if not isinstance(manifest, dict) or manifest.get("format") != PARAMS_FORMAT or manifest.get(
