@@ -179,15 +179,16 @@ def decode_samples(input_ids: list[int], params: dict, n_head: int, n_tokens: in
     if n_tokens == 0:
         return
     prompt = input_ids or [END_OF_TEXT]  # no prompt: start as GPT-2 starts a document
-    logits, cache = feed(prompt, params, n_head, [])  # [n_vocab], one (k, v) per block
-    if len(rngs) == 1:  # room for the new tokens after the prompt's keys and values
-        prompt_cache = None
-        cache = [(with_room(k, n_tokens, (1,)), with_room(v, n_tokens, (1,))) for k, v in cache]
-    else:  # shared, in arrays of their own (feed's have spare rows); each sample starts empty
-        prompt_cache = [(k.copy(), v.copy()) for k, v in cache]  # [n_prompt, n_embd] each
-        empty = np.empty((len(rngs), 0, cache[0][0].shape[-1]), cache[0][0].dtype)
-        cache = [(with_room(empty, n_tokens), with_room(empty, n_tokens)) for _ in cache]
-    logits = np.broadcast_to(logits, (len(rngs), len(logits)))  # [n_alive, n_vocab]
+    if len(rngs) == 1:  # one batch row, its cache sized for the prompt and every new token
+        rows, n_rows = (1,), len(prompt) + n_tokens
+    else:  # the prompt's own cache, which the samples will share
+        rows, n_rows = (), len(prompt)
+    logits, cache = feed(np.reshape(prompt, (*rows, -1)), params, n_head,
+                         empty_cache(params, n_rows, rows))  # [*rows, n_vocab]
+    prompt_cache = None
+    if len(rngs) > 1:  # each sample's cache holds only its own new positions
+        prompt_cache, cache = cache, empty_cache(params, n_tokens, (len(rngs),))
+    logits = np.broadcast_to(logits, (len(rngs), logits.shape[-1]))  # [n_alive, n_vocab]
     alive = list(range(len(rngs)))  # which sample each batch row holds
     seen = None  # [n_alive, n_vocab] which tokens each sample has had, for the penalty
     if sampling.repetition_penalty != 1.0:
@@ -223,14 +224,22 @@ def decode_samples(input_ids: list[int], params: dict, n_head: int, n_tokens: in
                              prompt_cache=prompt_cache)  # [n_alive, n_vocab]
 
 
-def feed(ids: Sequence[int], params: dict, n_head: int, cache: list,
-         chunk: int = CHUNK) -> tuple[np.ndarray, list]:  # [n_new] -> [n_vocab], cache
+def feed(ids, params: dict, n_head: int, cache: list,
+         chunk: int = CHUNK) -> tuple[np.ndarray, list]:  # [..., n_new] -> [..., n_vocab], cache
     """Run ids through the model after the cache, chunk at a time; the last logits and cache."""
-    assert ids, "feed needs at least one id"
-    for start in range(0, len(ids), chunk):
-        logits, cache = gpt2(np.array(ids[start : start + chunk]), **params, n_head=n_head,
+    ids = np.asarray(ids)
+    assert ids.shape[-1] > 0, "feed needs at least one id"
+    for start in range(0, ids.shape[-1], chunk):
+        logits, cache = gpt2(ids[..., start : start + chunk], **params, n_head=n_head,
                              cache=cache)
     return logits, cache
+
+
+def empty_cache(params: dict, n_rows: int, batch: tuple = ()) -> list:
+    """A cache of no positions yet, with room for n_rows: gpt2 fills it without ever copying."""
+    # one (k, v) per block, each [*batch, 0, n_embd]
+    empty = np.empty((*batch, 0, params["wte"].shape[-1]), params["wte"].dtype)
+    return [(with_room(empty, n_rows), with_room(empty, n_rows)) for _ in params["blocks"]]
 
 
 def is_count(value, low: int = 0) -> bool:

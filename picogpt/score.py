@@ -17,8 +17,8 @@ import numpy as np
 
 from .encoder import END_OF_TEXT
 from .errors import PicoGPTError
-from .generate import most_likely
-from .model import layer_norm, residual_stream, with_room
+from .generate import empty_cache, most_likely
+from .model import layer_norm, residual_stream
 
 CHUNK = 128  # positions per pass: [128, n_vocab] logits are 26 MB, a whole window's 206 MB
 
@@ -57,10 +57,7 @@ def score_windows(ids: Sequence[int], params: dict, n_head: int, stride: int | N
     scored = 0  # ids[:scored] have their scores
     for start in range(0, len(ids), stride):
         end = min(start + n_ctx, len(ids))  # this window feeds inputs[start:end]
-        # a window starts afresh at position 0, with room for all of it
-        empty = np.empty((0, params["wte"].shape[1]), params["wte"].dtype)  # [0, n_embd]
-        cache = [(with_room(empty, end - start), with_room(empty, end - start))
-                 for _ in params["blocks"]]
+        cache = empty_cache(params, end - start)  # a window starts afresh at position 0
         for chunk in range(start, scored, CHUNK):  # context only: keep the keys and values
             _, cache = residual_stream(inputs[chunk : min(chunk + CHUNK, scored)], params["wte"],
                                        params["wpe"], params["blocks"], n_head, cache)

@@ -68,7 +68,7 @@ def median_time(run, repeats: int) -> float:
 def picogpt_engine(work: Path):
     """(prefill, step) for picogpt, set up as the picogpt command sets itself up."""
     from picogpt.cli import reuse_freed_memory
-    from picogpt.generate import feed, generate
+    from picogpt.generate import empty_cache, feed, generate
     from picogpt.load import load_encoder_hparams_and_params
     from picogpt.model import gpt2
     from picogpt.score import score
@@ -77,8 +77,8 @@ def picogpt_engine(work: Path):
     _, hparams, params = load_encoder_hparams_and_params("124M", str(work / "models"))
     n_head = hparams["n_head"]
 
-    def prefill(ids):  # as generate feeds a prompt: in chunks, through the cache
-        logits, cache = feed(ids, params, n_head, [])
+    def prefill(ids):  # as generate feeds a prompt: in chunks, into a cache with room for all
+        logits, cache = feed(ids, params, n_head, empty_cache(params, len(ids) + N_NEW))
         return int(np.argmax(logits)), cache
 
     def step(next_id, cache):

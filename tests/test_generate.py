@@ -18,6 +18,7 @@ from transformers.generation.logits_process import (
 from picogpt import PicoGPTError, generate, gpt2, softmax
 from picogpt.encoder import END_OF_TEXT
 from picogpt.generate import (
+    CHUNK,
     Sampling,
     decode_samples,
     feed,
@@ -329,3 +330,25 @@ def test_stop_text_across_two_tokens_ends_the_sample(tiny_end, vocab_dir):
     assert stop not in encoder.decode(out[:2]) and stop in encoder.decode(out[:3])
     got = list(generate(ids, params, hparams["n_head"], 12, stop=stop, encoder=encoder))
     assert got == out[:3]  # the token that completes the stop text is the last one
+
+
+@pytest.mark.parametrize("n_samples", [1, 3])
+def test_generation_never_copies_a_cache(tiny_end, monkeypatch, n_samples):
+    """The prompt's cache is made with room for what comes after it, so neither feeding a
+    prompt longer than a chunk nor decoding ever copies keys and values (a copy would hold two
+    caches at once: the peak memory after a long prompt)."""
+    hparams, params = load(tiny_end.models_dir)  # n_ctx 4096
+    model = importlib.import_module("picogpt.model")
+    copies = []
+    real_with_room = model.with_room
+    def counting_with_room(past, *args):  # extend calls it to copy a cache that has no room
+        if past.shape[-2] > 0:
+            copies.append(past.shape)
+        return real_with_room(past, *args)
+
+    monkeypatch.setattr(model, "with_room", counting_with_room)
+    ids = prompt_ids(2 * CHUNK + 5, seed=4)
+    out = list(generate(ids, params, hparams["n_head"], 6, n_samples=n_samples, top_k=5,
+                        seed=1, stop_at_end=False))
+    assert len(out) == 6 * n_samples
+    assert copies == []  # extend found room every time
