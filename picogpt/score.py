@@ -17,8 +17,8 @@ import numpy as np
 
 from .encoder import END_OF_TEXT
 from .errors import PicoGPTError
-from .generate import empty_cache, most_likely
-from .model import layer_norm, residual_stream
+from .generate import most_likely
+from .model import layer_norm, transformer_block, with_room
 
 CHUNK = 128  # positions per pass: [128, n_vocab] logits are 26 MB, a whole window's 206 MB
 
@@ -34,10 +34,13 @@ class Scores:
     top_probs: np.ndarray  # [n, top] their probabilities
 
 
-def log_softmax(x: np.ndarray) -> np.ndarray:  # [..., n] -> [..., n]
-    """log(softmax(x)), computed without taking the log of a tiny probability."""
-    shifted = x - np.max(x, axis=-1, keepdims=True)
-    return shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
+def log_softmax_in_place(x: np.ndarray) -> np.ndarray:  # [..., n] -> the same array
+    """Turn x into log(softmax(x)), without taking the log of a tiny probability."""
+    # in place: x is [n, n_vocab] logits (26 MB for 128 rows), and fewer copies of it
+    # lowered the peak memory of scoring
+    x -= np.max(x, axis=-1, keepdims=True)
+    x -= np.log(np.sum(np.exp(x), axis=-1, keepdims=True))
+    return x
 
 
 def score(ids: Sequence[int], params: dict, n_head: int, *,
@@ -57,25 +60,37 @@ def score_windows(ids: Sequence[int], params: dict, n_head: int, stride: int | N
     scored = 0  # ids[:scored] have their scores
     for start in range(0, len(ids), stride):
         end = min(start + n_ctx, len(ids))  # this window feeds inputs[start:end]
-        cache = empty_cache(params, end - start)  # a window starts afresh at position 0
-        for chunk in range(start, scored, CHUNK):  # context only: keep the keys and values
-            _, cache = residual_stream(inputs[chunk : min(chunk + CHUNK, scored)], params["wte"],
-                                       params["wpe"], params["blocks"], n_head, cache)
+        x = window_stream(inputs[start:end], params, n_head)  # [end - start, n_embd]
         for chunk in range(scored, end, CHUNK):
             stop = min(chunk + CHUNK, end)
-            x, cache = residual_stream(inputs[chunk:stop], params["wte"], params["wpe"],
-                                       params["blocks"], n_head, cache)
-            logits = layer_norm(x, **params["ln_f"]) @ params["wte"].T  # [n, n_vocab]
+            logits = layer_norm(x[chunk - start : stop - start], **params["ln_f"]) @ params[
+                "wte"].T  # [n, n_vocab]
             yield chunk_scores(chunk, logits, np.asarray(ids[chunk:stop]), top)
         scored = end
         if scored == len(ids):
             return
 
 
+def window_stream(inputs: Sequence[int], params: dict, n_head: int) -> np.ndarray:
+    """The last residual stream of one window, from position 0, one block at a time."""
+    # [n] ids -> [n, n_embd]. Block by block, not chunk by chunk as generate feeds a prompt:
+    # only one block's keys and values are ever held (all 12 of a 1024-token window are
+    # 72 MiB on the 124M), and each block's weights serve every chunk in turn.
+    x = params["wte"][inputs] + params["wpe"][: len(inputs)]  # [n, n_embd]
+    for block in params["blocks"]:
+        empty = np.empty((0, x.shape[-1]), x.dtype)  # this block's keys and values, with room
+        kv = with_room(empty, len(inputs)), with_room(empty, len(inputs))
+        for start in range(0, len(inputs), CHUNK):
+            rows = slice(start, start + CHUNK)
+            x[rows], kv = transformer_block(x[rows], **block, n_head=n_head, kv=kv)
+    return x
+
+
 def chunk_scores(start: int, logits: np.ndarray, targets: np.ndarray, top: int) -> Scores:
-    """Log-probabilities, ranks and the top candidates of targets under logits."""
+    """Log-probabilities, ranks and the top candidates of targets under logits (which it
+    overwrites)."""
     # [n, n_vocab], [n] -> Scores
-    logprobs = log_softmax(logits)  # [n, n_vocab]
+    logprobs = log_softmax_in_place(logits)  # [n, n_vocab]
     picked = np.take_along_axis(logprobs, targets[:, None], axis=-1)  # [n, 1]
     ranks = 1 + np.sum(logprobs > picked, axis=-1)  # [n]
     top_ids = most_likely(logprobs, top) if top else np.zeros((len(targets), 0), int)

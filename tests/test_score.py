@@ -58,17 +58,14 @@ def test_each_token_is_scored_once_with_the_documented_context(tiny, monkeypatch
     n_ctx, stride = hparams["n_ctx"], 40
     ids = prompt_ids(300, seed=1)
     module = importlib.import_module("picogpt.score")
-    fed = []  # one list of inputs per window: the model is given a new cache for each
+    fed = []  # the inputs of each window, which the model runs from position 0
 
     def recording(inputs, *args):
-        *_, cache = args
-        if cache[0][0].shape[-2] == 0:  # nothing cached yet: a new window
-            fed.append([])
-        fed[-1] += list(inputs)
+        fed.append(list(inputs))
         return real(inputs, *args)
 
-    real = module.residual_stream
-    monkeypatch.setattr(module, "residual_stream", recording)
+    real = module.window_stream
+    monkeypatch.setattr(module, "window_stream", recording)
     scored, contexts = [], []  # each token, and how many inputs its window fed before it
     for window in score_windows(ids, params, hparams["n_head"], stride):
         w = len(fed) - 1  # the window being fed when these scores came out
