@@ -10,6 +10,7 @@ import math
 import sys
 from collections.abc import Iterable, Iterator
 
+import numpy as np
 from tqdm import tqdm
 
 from .encoder import Encoder
@@ -84,31 +85,38 @@ def print_steps(ids: Iterable[Step], steps: list[Step], encoder: Encoder, n: int
 def print_scores(text: str, ids: list[int], params: dict, n_head: int, encoder: Encoder,
                  stride: int | None, top: int, as_json: bool) -> None:
     """Score ids, then print one line per token and a summary, or all of it as JSON."""
-    tokens = []
+    # The scores stay in the windows' arrays and each line is made as it is printed: a
+    # 100,000-token file would otherwise hold ~40 MB of per-token Python objects.
+    windows = []
     with tqdm(total=len(ids), unit="tok", desc="scoring", leave=False, disable=None) as bar:
         for window in score_windows(ids, params, n_head, stride, top):
-            for j, (logprob, rank) in enumerate(zip(window.logprobs, window.ranks)):
-                token_id = ids[window.start + j]
-                tokens.append({"id": token_id, "logprob": float(logprob), "rank": int(rank),
-                               "top": [{"id": int(i), "prob": float(p)} for i, p in
-                                       zip(window.top_ids[j], window.top_probs[j])]})
+            windows.append(window)
             bar.update(len(window.logprobs))
-    nll = -math.fsum(token["logprob"] for token in tokens)
+    logprobs, ranks, top_ids, top_probs = (np.concatenate([getattr(w, name) for w in windows])
+                                           for name in ("logprobs", "ranks", "top_ids",
+                                                        "top_probs"))
+    nll = -math.fsum(logprobs.tolist())
     n_bytes = len(text.encode("utf-8"))
-    summary = {"n_tokens": len(tokens), "nll_nats": nll, "perplexity": math.exp(nll / len(tokens)),
+    summary = {"n_tokens": len(ids), "nll_nats": nll, "perplexity": math.exp(nll / len(ids)),
                "bits_per_byte": nll / math.log(2) / n_bytes, "n_bytes": n_bytes}
-    if as_json:
-        for entry in [*tokens, *(t for token in tokens for t in token["top"])]:
-            entry["text"] = encoder.decode([entry["id"]])
-        print(json.dumps({**summary, "tokens": tokens}, ensure_ascii=False))
+    if as_json:  # one JSON object, written a token at a time
+        sys.stdout.write(json.dumps(summary)[:-1] + ', "tokens": [')
+        for j, token_id in enumerate(ids):
+            token = {"id": token_id, "logprob": float(logprobs[j]), "rank": int(ranks[j]),
+                     "top": [{"id": int(i), "prob": float(p)}
+                             for i, p in zip(top_ids[j], top_probs[j])]}
+            for entry in [token, *token["top"]]:
+                entry["text"] = encoder.decode([entry["id"]])
+            sys.stdout.write((", " if j else "") + json.dumps(token, ensure_ascii=False))
+        print("]}")
         return
-    width = max(len(visible(encoder.decode_bytes([t["id"]]))) for t in tokens) + 2
+    width = max(len(visible(encoder.decode_bytes([token_id]))) for token_id in ids) + 2
     print(f"{'token':<{width}} {'logprob':>9} {'rank':>6}" + ("  expected" if top else ""))
-    for token in tokens:
-        expected = "  ".join(f"'{visible(encoder.decode_bytes([t['id']]))}' {t['prob']:.3g}"
-                             for t in token["top"])
-        text = "'" + visible(encoder.decode_bytes([token["id"]])) + "'"
-        print(f"{text:<{width}} {token['logprob']:9.3f} {token['rank']:6d}"
+    for j, token_id in enumerate(ids):
+        expected = "  ".join(f"'{visible(encoder.decode_bytes([int(i)]))}' {p:.3g}"
+                             for i, p in zip(top_ids[j], top_probs[j]))
+        shown = "'" + visible(encoder.decode_bytes([token_id])) + "'"
+        print(f"{shown:<{width}} {logprobs[j]:9.3f} {ranks[j]:6d}"
               + (f"  {expected}" if top else ""))
     print(f"{summary['n_tokens']} tokens, {n_bytes} bytes: total NLL {nll:.3f} nats, "
           f"perplexity {summary['perplexity']:.3f} per token, "
