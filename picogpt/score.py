@@ -37,15 +37,6 @@ class Scores:
     top_probs: np.ndarray  # [n, top] their probabilities
 
 
-def log_softmax_in_place(x: np.ndarray) -> np.ndarray:  # [..., n] -> the same array
-    """Turn x into log(softmax(x)), without taking the log of a tiny probability."""
-    # in place: x is [n, n_vocab] logits (13 MB for 64 rows), and fewer copies of it
-    # lowered the peak memory of scoring
-    x -= np.max(x, axis=-1, keepdims=True)
-    x -= np.log(np.sum(np.exp(x), axis=-1, keepdims=True))
-    return x
-
-
 def score(ids: Sequence[int], params: dict, n_head: int, *,
           stride: int | None = None) -> np.ndarray:  # [n] ids -> [n] log-probabilities
     """Natural-log probability of each token given the ones before it."""
@@ -66,9 +57,8 @@ def score_windows(ids: Sequence[int], params: dict, n_head: int, stride: int | N
         x = window_stream(inputs[start:end], params, n_head)  # [end - start, n_embd]
         for chunk in range(scored, end, LOGITS_CHUNK):
             stop = min(chunk + LOGITS_CHUNK, end)
-            logits = layer_norm(x[chunk - start : stop - start], **params["ln_f"]) @ params[
-                "wte"].T  # [n, n_vocab]
-            yield chunk_scores(chunk, logits, np.asarray(ids[chunk:stop]), top)
+            yield chunk_scores(chunk, x[chunk - start : stop - start], params,
+                               np.asarray(ids[chunk:stop]), top)
         scored = end
         if scored == len(ids):
             return
@@ -89,11 +79,15 @@ def window_stream(inputs: Sequence[int], params: dict, n_head: int) -> np.ndarra
     return x
 
 
-def chunk_scores(start: int, logits: np.ndarray, targets: np.ndarray, top: int) -> Scores:
-    """Log-probabilities, ranks and the top candidates of targets under logits (which it
-    overwrites)."""
-    # [n, n_vocab], [n] -> Scores
-    logprobs = log_softmax_in_place(logits)  # [n, n_vocab]
+def chunk_scores(start: int, x: np.ndarray, params: dict, targets: np.ndarray,
+                 top: int) -> Scores:
+    """Log-probabilities, ranks and the top candidates of targets after last residual rows x."""
+    # [n, n_embd], [n] -> Scores
+    logprobs = layer_norm(x, **params["ln_f"]) @ params["wte"].T  # [n, n_vocab] logits, then
+    # their log-softmax, in place (fewer [n, n_vocab] copies lowered scoring's peak memory),
+    # shifted by the maximum so no probability is exponentiated into 0 before its log
+    logprobs -= np.max(logprobs, axis=-1, keepdims=True)
+    logprobs -= np.log(np.sum(np.exp(logprobs), axis=-1, keepdims=True))
     picked = np.take_along_axis(logprobs, targets[:, None], axis=-1)  # [n, 1]
     ranks = 1 + np.sum(logprobs > picked, axis=-1)  # [n]
     top_ids = most_likely(logprobs, top) if top else np.zeros((len(targets), 0), int)
