@@ -11,8 +11,8 @@ from conftest import hf_model
 
 from picogpt import attention, gelu, generate, gpt2, layer_norm, softmax
 from picogpt import model as model_module
-from picogpt.model import attention_after_prompt, future_mask
 from picogpt.load import load_encoder_hparams_and_params
+from picogpt.model import attention_after_prompt, future_mask
 
 torch.set_num_threads(2)
 rng = np.random.default_rng(1234)
