@@ -73,7 +73,7 @@ def read_encoder(model_dir: Path) -> Encoder:
     except (OSError, UnicodeDecodeError):
         lines = []
     # line 0 is "#version: 0.2". Each half of a merge is a token too: reusing encoder.json's
-    # string for it, not a second copy, kept 9 MiB less in memory for the whole run.
+    # string for it, not a second copy, kept ~5 MiB less in memory for the whole run.
     same = {token: token for token in encoder}
     merges = [tuple(same.get(half, half) for half in line.split()) for line in lines[1:] if line]
     if len(merges) != N_MERGES or any(len(merge) != 2 for merge in merges):
