@@ -180,15 +180,13 @@ def decode_samples(input_ids: list[int], params: dict, n_head: int, n_tokens: in
         return
     prompt = input_ids or [END_OF_TEXT]  # no prompt: start as GPT-2 starts a document
     if len(rngs) == 1:  # one batch row, its cache sized for the prompt and every new token
-        rows, n_rows = (1,), len(prompt) + n_tokens
-    else:  # the prompt's own cache, which the samples will share
-        rows, n_rows = (), len(prompt)
-    logits, cache = feed(np.reshape(prompt, (*rows, -1)), params, n_head,
-                         empty_cache(params, n_rows, rows))  # [*rows, n_vocab]
-    prompt_cache = None
-    if len(rngs) > 1:  # each sample's cache holds only its own new positions
-        prompt_cache, cache = cache, empty_cache(params, n_tokens, (len(rngs),))
-    logits = np.broadcast_to(logits, (len(rngs), logits.shape[-1]))  # [n_alive, n_vocab]
+        room = empty_cache(params, len(prompt) + n_tokens, (1,))
+        (logits,), cache = feed([prompt], params, n_head, room)  # [n_vocab]
+        prompt_cache = None
+    else:  # the samples share the prompt's cache; each caches only its own new positions
+        logits, prompt_cache = feed(prompt, params, n_head, empty_cache(params, len(prompt)))
+        cache = empty_cache(params, n_tokens, (len(rngs),))
+    logits = np.broadcast_to(logits, (len(rngs), len(logits)))  # [n_alive, n_vocab]
     alive = list(range(len(rngs)))  # which sample each batch row holds
     seen = None  # [n_alive, n_vocab] which tokens each sample has had, for the penalty
     if sampling.repetition_penalty != 1.0:
