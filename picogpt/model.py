@@ -21,7 +21,10 @@ def gelu(x: np.ndarray) -> np.ndarray:  # [...] -> [...]
 def softmax(x: np.ndarray) -> np.ndarray:  # [..., n] -> [..., n]
     """Turn scores into probabilities along the last axis."""
     exp_x = np.exp(x - np.max(x, axis=-1, keepdims=True))  # the shift keeps exp from overflowing
-    return exp_x / np.sum(exp_x, axis=-1, keepdims=True)
+    # divided in place: exp_x is this function's own array, and attention's scores are the
+    # largest arrays of a long prompt, where each copy costs time
+    exp_x /= np.sum(exp_x, axis=-1, keepdims=True)
+    return exp_x
 
 
 def layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float = 1e-5) -> np.ndarray:
@@ -50,7 +53,9 @@ def attention_weights(q: np.ndarray, k: np.ndarray, mask: np.ndarray) -> np.ndar
     # [..., n_new, d_head], [..., n_all, d_head], [n_new, n_all] -> [..., n_new, n_all]
     # q is scaled, not the scores: it is the smaller array (and dividing by 8, GPT-2's
     # sqrt(d_head), is exact either way)
-    return softmax((q / q.shape[-1] ** 0.5) @ k.swapaxes(-1, -2) + mask)
+    scores = (q / q.shape[-1] ** 0.5) @ k.swapaxes(-1, -2)
+    scores += mask  # in place, as in softmax
+    return softmax(scores)
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray) -> np.ndarray:
