@@ -19,6 +19,7 @@ from picogpt import PicoGPTError, generate, gpt2, softmax
 from picogpt.encoder import END_OF_TEXT
 from picogpt.generate import (
     CHUNK,
+    FIRST_CHUNK,
     Sampling,
     decode_samples,
     feed,
@@ -238,13 +239,34 @@ def test_feeding_a_prompt_in_chunks_is_the_same_as_one_pass(tiny):
         assert cache[0][0].shape == (23, hparams["n_embd"])
 
 
+def test_the_first_chunk_is_larger_and_the_passes_give_one_pass_logits(tiny_end, monkeypatch):
+    hparams, params = load(tiny_end.models_dir)  # n_ctx 4096: room for several chunks
+    params64 = float64(params)
+    ids = prompt_ids(FIRST_CHUNK + 2 * CHUNK + 9, seed=5)
+    model = importlib.import_module("picogpt.generate")
+    passes = []  # (position, rows) of each pass feed makes
+    real_gpt2 = model.gpt2
+    def recording_gpt2(inputs, *args, cache, **kwargs):
+        passes.append((cache[0][0].shape[-2] if cache else 0, inputs.shape[-1]))
+        return real_gpt2(inputs, *args, cache=cache, **kwargs)
+
+    monkeypatch.setattr(model, "gpt2", recording_gpt2)
+    logits, cache = feed(ids, params64, hparams["n_head"], [])
+    assert passes == [(0, FIRST_CHUNK), (FIRST_CHUNK, CHUNK), (FIRST_CHUNK + CHUNK, CHUNK),
+                      (FIRST_CHUNK + 2 * CHUNK, 9)]
+    full = real_gpt2(np.array(ids), **params64, n_head=hparams["n_head"])
+    np.testing.assert_allclose(logits, full[-1], atol=1e-9, rtol=0)
+    assert cache[0][0].shape == (len(ids), hparams["n_embd"])
+
+
 def test_a_prompt_longer_than_a_chunk_gives_transformers_greedy_tokens(gpt2_124m):
     hparams, params = load(gpt2_124m.models_dir)
-    ids = prompt_ids(300, seed=4)  # three chunks of prefill
+    n_prompt = FIRST_CHUNK + CHUNK + 44  # three passes, of two sizes
+    ids = prompt_ids(n_prompt, seed=4)
     with torch.no_grad():
         out = hf_model(gpt2_124m).generate(torch.tensor([ids]), max_new_tokens=12,
                                            do_sample=False, pad_token_id=50256)
-    assert list(generate(ids, params, hparams["n_head"], 12)) == out[0, 300:].tolist()
+    assert list(generate(ids, params, hparams["n_head"], 12)) == out[0, n_prompt:].tolist()
 
 
 def test_the_context_can_be_filled_exactly(tiny):
