@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import requests
 from tqdm import tqdm
 
 from .errors import PicoGPTError
@@ -76,6 +75,10 @@ def missing_files(model_dir: Path) -> list[str]:
 
 def download_file(url: str, path: Path, timeout: float = 30.0, backoff: float = 1.0) -> None:
     """Stream url to path; a file appears at path only once all of it has arrived."""
+    # requests is imported where a download needs it: importing it costs every run ~15 MiB of
+    # memory, and most runs find their files on disk
+    import requests
+
     part = path.with_name(path.name + ".part")  # a killed download leaves only this behind
     for attempt in range(RETRIES + 1):
         try:
@@ -106,6 +109,8 @@ OFFLINE = "the host name does not resolve"
 
 def why_it_failed(error: Exception, timeout: float) -> str:
     """A few words on a failed request, instead of requests' nested exception text."""
+    import requests  # as in download_file
+
     if isinstance(error, requests.Timeout):
         return f"no answer within {timeout:g} s"
     if isinstance(error, requests.ConnectionError):
@@ -126,6 +131,8 @@ class ServerError(Exception):
 
 def receive(url: str, part: Path, timeout: float) -> None:
     """Add to part what the server has beyond it (all of it if it ignores Range)."""
+    import requests  # as in download_file
+
     have = part.stat().st_size if part.exists() else 0
     headers = {"Range": f"bytes={have}-"} if have else {}
     with requests.get(url, stream=True, timeout=timeout, headers=headers) as response:
