@@ -50,6 +50,20 @@ def test_softmax_rows_sum_to_one_and_ignore_a_shift():
     np.testing.assert_allclose(softmax(x + 100), p, rtol=1e-5)
     assert np.all(np.argmax(p, axis=-1) == np.argmax(x, axis=-1))
     assert np.isfinite(softmax(np.array([1e4, 0], np.float32))).all()  # no overflow
+    np.testing.assert_allclose(softmax(np.array([0, 1])), softmax(np.array([0.0, 1.0])))  # ints
+
+
+def test_softmax_and_attention_leave_their_inputs_alone():
+    # both work in place, on arrays of their own only
+    x = rng.standard_normal((4, 6)).astype(np.float32)
+    q, k, v = (rng.standard_normal((2, 4, 8)).astype(np.float32) for _ in range(3))
+    mask = (1 - np.tri(4, 4, dtype=np.float32)) * -1e10
+    inputs = [x, q, k, v, mask]
+    before = [a.copy() for a in inputs]
+    softmax(x)
+    attention(q, k, v, mask)
+    for a, b in zip(inputs, before):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_layer_norm_matches_torch():
