@@ -72,7 +72,8 @@ def attention_after_prompt(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np
     # [n_new, n_prompt + n_own], [n_head, n_prompt, d_head] x2 -> [n_batch, n_head, n_new, d_head]
     q = q / q.shape[-1] ** 0.5
     scores = np.concatenate([q @ k_prompt.swapaxes(-1, -2), q @ k.swapaxes(-1, -2)], axis=-1)
-    weights = softmax(scores + mask)  # [n_batch, n_head, n_new, n_prompt + n_own]
+    scores += mask  # in place, as in attention_weights
+    weights = softmax(scores)  # [n_batch, n_head, n_new, n_prompt + n_own]
     n_prompt = k_prompt.shape[-2]
     return weights[..., :n_prompt] @ v_prompt + weights[..., n_prompt:] @ v
 
