@@ -19,9 +19,10 @@ import fire
 
 from .encoder import END_OF_TEXT
 from .errors import PicoGPTError
-from .generate import Sampling, Step, check_settings, generate
+from .generate import check_settings, generate
 from .load import load_encoder_hparams_and_params
 from .page import page_data, write_page
+from .sampling import Sampling, Step
 from .score import check_score_settings
 from .terminal import keep, print_samples, print_scores, print_steps, stream_text
 

@@ -1,10 +1,11 @@
 """The inside view: what each layer computes, which tokens it weighed, what it nearly said.
 
-Owns `trace` (the forward pass with its intermediate values kept, under TransformerLens's names),
-`logit_lens`, and how a token's text is shown (`visible`: escapes, and bytes for part of a
-character). It composes model.py's functions in the order `gpt2` calls them and never computes
-the math another way: the traced logits equal `gpt2`'s bit for bit, and a test checks it. No I/O;
-page.py turns these into the offline page.
+Owns `trace` (the forward pass with its intermediate values kept, under TransformerLens's hook
+names without the `hook_` prefix), `logit_lens`, and how a token's text is shown (`visible`:
+escapes, and bytes for part of a character). trace runs model.py's own functions in the order
+`gpt2` calls them, reaching inside `mha` and `ffn` through their `attend` and `activation`
+arguments, so nothing is computed twice or another way: the traced logits equal `gpt2`'s bit
+for bit, and a test checks it. No I/O; page.py turns these into the offline page.
 """
 
 import base64
@@ -12,26 +13,22 @@ from collections.abc import Collection
 
 import numpy as np
 
-from .generate import most_likely
-from .model import (
-    attention_weights,
-    ffn,
-    future_mask,
-    layer_norm,
-    linear,
-    mha,
-    softmax,
-    split_heads,
-)
+from .model import attention_scores, ffn, future_mask, gelu, layer_norm, mha, softmax
+from .sampling import most_likely
 
 
 def trace(ids, params: dict, n_head: int,
           names: Collection[str] | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """The plain forward pass's [n_seq, n_vocab] logits, and its named intermediate values.
 
-    Names: embed, pos_embed, blocks.{i}.resid_pre, blocks.{i}.attn.pattern ([n_head, n_seq,
-    n_seq], rows sum to 1), blocks.{i}.attn_out, blocks.{i}.resid_mid, blocks.{i}.mlp_out,
-    blocks.{i}.resid_post, ln_final. `names` keeps only those (the patterns are the big ones).
+    Names: embed, pos_embed, ln_final, and for each block i: blocks.{i}.resid_pre,
+    blocks.{i}.attn.q, .attn.k, .attn.v ([n_head, n_seq, d_head]), blocks.{i}.attn.attn_scores
+    ([n_head, n_seq, n_seq], scaled and masked, before the softmax), blocks.{i}.attn.pattern
+    (the same after the softmax: rows sum to 1), blocks.{i}.attn.z ([n_head, n_seq, d_head],
+    the heads' outputs before c_proj), blocks.{i}.attn_out, blocks.{i}.resid_mid,
+    blocks.{i}.mlp.pre and blocks.{i}.mlp.post ([n_seq, 4 * n_embd], before and after GELU),
+    blocks.{i}.mlp_out, blocks.{i}.resid_post. `names` keeps only those (the scores and
+    patterns are the big ones).
     """
     values = {}
 
@@ -41,19 +38,27 @@ def trace(ids, params: dict, n_head: int,
         return value
 
     ids = np.asarray(ids)
-    n_seq = len(ids)
+    n_seq = ids.shape[-1]
     x = keep("embed", params["wte"][ids]) + keep("pos_embed", params["wpe"][:n_seq])
     for i, block in enumerate(params["blocks"]):  # transformer_block, with its parts named
-        keep(f"blocks.{i}.resid_pre", x)
-        h = layer_norm(x, **block["ln_1"])
-        if names is None or f"blocks.{i}.attn.pattern" in names:  # recomputed from mha's q, k
-            q, k, _ = np.split(linear(h, **block["attn"]["c_attn"]), 3, axis=-1)
-            keep(f"blocks.{i}.attn.pattern", attention_weights(
-                split_heads(q, n_head), split_heads(k, n_head), future_mask(n_seq, n_seq, x.dtype)))
-        attn_out, _ = mha(h, **block["attn"], n_head=n_head)
-        x = keep(f"blocks.{i}.resid_mid", x + keep(f"blocks.{i}.attn_out", attn_out))
-        mlp_out = keep(f"blocks.{i}.mlp_out", ffn(layer_norm(x, **block["ln_2"]), **block["mlp"]))
-        x = keep(f"blocks.{i}.resid_post", x + mlp_out)
+        at = f"blocks.{i}."
+
+        def attend(q, k, v, at=at):  # mha's attention step: causal_attention, values kept
+            for name, value in (("q", q), ("k", k), ("v", v)):
+                keep(f"{at}attn.{name}", value)
+            scores = attention_scores(q, k, future_mask(n_seq, n_seq, q.dtype))
+            pattern = keep(f"{at}attn.pattern", softmax(keep(f"{at}attn.attn_scores", scores)))
+            return keep(f"{at}attn.z", pattern @ v)
+
+        def activation(h, at=at):  # ffn's GELU, its input and output kept
+            return keep(f"{at}mlp.post", gelu(keep(f"{at}mlp.pre", h)))
+
+        keep(f"{at}resid_pre", x)
+        attn_out = mha(layer_norm(x, **block["ln_1"]), **block["attn"], n_head=n_head,
+                       attend=attend)
+        x = keep(f"{at}resid_mid", x + keep(f"{at}attn_out", attn_out))
+        mlp_out = ffn(layer_norm(x, **block["ln_2"]), **block["mlp"], activation=activation)
+        x = keep(f"{at}resid_post", x + keep(f"{at}mlp_out", mlp_out))
     ln_final = keep("ln_final", layer_norm(x, **params["ln_f"]))
     return ln_final @ params["wte"].T, values  # [n_seq, n_vocab]
 

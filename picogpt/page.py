@@ -12,8 +12,8 @@ from importlib import resources
 import numpy as np
 
 from .encoder import Encoder
-from .generate import Step
 from .inside import cosine_similarity, float32_base64, logit_lens, residual_names, trace, visible
+from .sampling import Step
 
 # Attention is the bulk of the page: n_layer * n_head * n^2 float32s. Past this many bytes
 # (the 124M model's 144 heads at 72 positions) the page keeps the last positions only.

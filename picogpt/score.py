@@ -17,8 +17,9 @@ import numpy as np
 
 from .encoder import END_OF_TEXT
 from .errors import PicoGPTError
-from .generate import most_likely
-from .model import layer_norm, transformer_block, with_room
+from .kvcache import LayerCache
+from .model import layer_norm, transformer_block
+from .sampling import most_likely
 
 # positions per pass through a block: 256 scored 4,096 tokens ~6% faster than 128, holding
 # [n_head, 256, n_ctx] scores; the peak stayed at 1.24x the 124M weights (128: 1.20x)
@@ -74,11 +75,10 @@ def window_stream(inputs: Sequence[int], params: dict, n_head: int) -> np.ndarra
     # 72 MiB on the 124M), and each block's weights serve every chunk in turn.
     x = params["wte"][inputs] + params["wpe"][: len(inputs)]  # [n, n_embd]
     for block in params["blocks"]:
-        empty = np.empty((0, x.shape[-1]), x.dtype)  # this block's keys and values, with room
-        kv = with_room(empty, len(inputs)), with_room(empty, len(inputs))
+        cache = LayerCache((n_head, len(inputs), x.shape[-1] // n_head), x.dtype)  # this block's
         for start in range(0, len(inputs), CHUNK):
             rows = slice(start, start + CHUNK)
-            x[rows], kv = transformer_block(x[rows], **block, n_head=n_head, kv=kv)
+            x[rows] = transformer_block(x[rows], **block, n_head=n_head, attend=cache.attend)
     return x
 
 

@@ -14,8 +14,8 @@ import numpy as np
 from tqdm import tqdm
 
 from .encoder import Encoder
-from .generate import Step
 from .inside import visible
+from .sampling import Step
 from .score import score_windows
 
 

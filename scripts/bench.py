@@ -68,9 +68,9 @@ def median_time(run, repeats: int) -> float:
 def picogpt_engine(work: Path):
     """(prefill, step) for picogpt, set up as the picogpt command sets itself up."""
     from picogpt.cli import reuse_freed_memory
-    from picogpt.generate import empty_cache, feed, generate
+    from picogpt.generate import generate
+    from picogpt.kvcache import KVCache, feed, forward
     from picogpt.load import load_encoder_hparams_and_params
-    from picogpt.model import gpt2
     from picogpt.score import score
 
     reuse_freed_memory()
@@ -78,12 +78,11 @@ def picogpt_engine(work: Path):
     n_head = hparams["n_head"]
 
     def prefill(ids):  # as generate feeds a prompt: in chunks, into a cache with room for all
-        logits, cache = feed(ids, params, n_head, empty_cache(params, len(ids) + N_NEW))
-        return int(np.argmax(logits)), cache
+        cache = KVCache(params, n_head, len(ids) + N_NEW)
+        return int(np.argmax(feed(ids, params, n_head, cache))), cache
 
     def step(next_id, cache):
-        logits, cache = gpt2(np.array([next_id]), **params, n_head=n_head, cache=cache)
-        return int(np.argmax(logits)), cache
+        return int(np.argmax(forward(np.array([next_id]), params, n_head, cache))), cache
 
     def sample(ids, n_new, n_samples):  # top-k 50, as transformers samples GPT-2 by default
         return len(list(generate(ids, params, n_head, n_new, top_k=50, seed=0,

@@ -17,17 +17,9 @@ from transformers.generation.logits_process import (
 
 from picogpt import PicoGPTError, generate, gpt2, softmax
 from picogpt.encoder import END_OF_TEXT
-from picogpt.generate import (
-    CHUNK,
-    FIRST_CHUNK,
-    Sampling,
-    decode_samples,
-    feed,
-    greedy,
-    keep_top_p,
-    penalize_repeats,
-    sample_rngs,
-)
+from picogpt.generate import decode_samples
+from picogpt.kvcache import CHUNK, FIRST_CHUNK, KVCache, feed
+from picogpt.sampling import Sampling, greedy, keep_top_p, penalize_repeats, sample_rngs
 
 
 def hf_filter(warpers, logits, ids=None) -> np.ndarray:  # [n_vocab] -> [n_vocab]
@@ -234,29 +226,31 @@ def test_feeding_a_prompt_in_chunks_is_the_same_as_one_pass(tiny):
     ids = prompt_ids(23)
     full = gpt2(np.array(ids), **params64, n_head=hparams["n_head"])
     for chunk in (1, 5, 23, 128):
-        logits, cache = feed(ids, params64, hparams["n_head"], [], chunk=chunk)
+        cache = KVCache(params64, hparams["n_head"], 23)
+        logits = feed(ids, params64, hparams["n_head"], cache, chunk=chunk)
         np.testing.assert_allclose(logits, full[-1], atol=1e-9, rtol=0)
-        assert cache[0][0].shape == (23, hparams["n_embd"])
+        assert cache.n_past == 23
 
 
 def test_the_first_chunk_is_larger_and_the_passes_give_one_pass_logits(tiny_end, monkeypatch):
     hparams, params = load(tiny_end.models_dir)  # n_ctx 4096: room for several chunks
     params64 = float64(params)
     ids = prompt_ids(FIRST_CHUNK + 2 * CHUNK + 9, seed=5)
-    model = importlib.import_module("picogpt.generate")
+    kvcache = importlib.import_module("picogpt.kvcache")
     passes = []  # (position, rows) of each pass feed makes
-    real_gpt2 = model.gpt2
-    def recording_gpt2(inputs, *args, cache, **kwargs):
-        passes.append((cache[0][0].shape[-2] if cache else 0, inputs.shape[-1]))
-        return real_gpt2(inputs, *args, cache=cache, **kwargs)
+    real_forward = kvcache.forward
+    def recording_forward(inputs, params, n_head, cache):
+        passes.append((cache.n_past, inputs.shape[-1]))
+        return real_forward(inputs, params, n_head, cache)
 
-    monkeypatch.setattr(model, "gpt2", recording_gpt2)
-    logits, cache = feed(ids, params64, hparams["n_head"], [])
+    monkeypatch.setattr(kvcache, "forward", recording_forward)
+    cache = KVCache(params64, hparams["n_head"], len(ids))
+    logits = feed(ids, params64, hparams["n_head"], cache)
     assert passes == [(0, FIRST_CHUNK), (FIRST_CHUNK, CHUNK), (FIRST_CHUNK + CHUNK, CHUNK),
                       (FIRST_CHUNK + 2 * CHUNK, 9)]
-    full = real_gpt2(np.array(ids), **params64, n_head=hparams["n_head"])
+    full = gpt2(np.array(ids), **params64, n_head=hparams["n_head"])
     np.testing.assert_allclose(logits, full[-1], atol=1e-9, rtol=0)
-    assert cache[0][0].shape == (len(ids), hparams["n_embd"])
+    assert cache.n_past == len(ids)
 
 
 def test_a_prompt_longer_than_a_chunk_gives_transformers_greedy_tokens(gpt2_124m):
@@ -327,17 +321,20 @@ def test_finished_samples_leave_the_batch(tiny_end, monkeypatch):
     hparams, params = load(tiny_end.models_dir)
     batch_sizes = []
 
-    def counting_gpt2(inputs, **kwargs):
-        batch_sizes.append(np.shape(inputs)[0] if np.ndim(inputs) == 2 else 0)  # 0: prompt
-        return gpt2(inputs, **kwargs)
+    generate_module = importlib.import_module("picogpt.generate")
+    real_forward = generate_module.forward
 
-    monkeypatch.setattr(importlib.import_module("picogpt.generate"), "gpt2", counting_gpt2)
+    def counting_forward(inputs, *args):  # the decode steps' passes (the prompt goes by feed)
+        batch_sizes.append(np.shape(inputs)[0])
+        return real_forward(inputs, *args)
+
+    monkeypatch.setattr(generate_module, "forward", counting_forward)
     samples = draw(tiny_end.prompt_ids, params, hparams["n_head"], 12, n_samples=6, top_k=3,
                    seed=0)
     lengths = [len(sample) for sample in samples]
     assert min(lengths) < 12 and max(lengths) == 12  # some ended at <|endoftext|>, some not
     # the pass after step j computes step j + 1 for exactly the samples that are still running
-    assert batch_sizes == [0] + [sum(n > j for n in lengths) for j in range(11)]
+    assert batch_sizes == [sum(n > j for n in lengths) for j in range(11)]
 
 
 def test_stop_text_across_two_tokens_ends_the_sample(tiny_end, vocab_dir):
@@ -355,22 +352,24 @@ def test_stop_text_across_two_tokens_ends_the_sample(tiny_end, vocab_dir):
 
 
 @pytest.mark.parametrize("n_samples", [1, 3])
-def test_generation_never_copies_a_cache(tiny_end, monkeypatch, n_samples):
-    """The prompt's cache is made with room for what comes after it, so neither feeding a
-    prompt longer than a chunk nor decoding ever copies keys and values (a copy would hold two
-    caches at once: the peak memory after a long prompt)."""
+def test_generation_allocates_each_cache_once(tiny_end, monkeypatch, n_samples):
+    """The caches are made with room for the whole run, so neither feeding a prompt longer
+    than a chunk nor decoding ever allocates keys and values again (a second buffer would hold
+    two caches at once: the peak memory after a long prompt)."""
     hparams, params = load(tiny_end.models_dir)  # n_ctx 4096
-    model = importlib.import_module("picogpt.model")
-    copies = []
-    real_with_room = model.with_room
-    def counting_with_room(past, *args):  # extend calls it to copy a cache that has no room
-        if past.shape[-2] > 0:
-            copies.append(past.shape)
-        return real_with_room(past, *args)
+    kvcache = importlib.import_module("picogpt.kvcache")
+    made = []
+    real_init = kvcache.KVCache.__init__
+    def recording_init(self, params, n_head, n_rows, batch=(), prompt=None):
+        made.append((n_rows, batch, prompt is not None))
+        real_init(self, params, n_head, n_rows, batch, prompt)
 
-    monkeypatch.setattr(model, "with_room", counting_with_room)
+    monkeypatch.setattr(kvcache.KVCache, "__init__", recording_init)
     ids = prompt_ids(2 * CHUNK + 5, seed=4)
     out = list(generate(ids, params, hparams["n_head"], 6, n_samples=n_samples, top_k=5,
                         seed=1, stop_at_end=False))
     assert len(out) == 6 * n_samples
-    assert copies == []  # extend found room every time
+    if n_samples == 1:  # one cache with room for the prompt and every new token
+        assert made == [(len(ids) + 6, (1,), False)]
+    else:  # the prompt's, then one row per sample for the new tokens only
+        assert made == [(len(ids), (), False), (6, (n_samples,), True)]

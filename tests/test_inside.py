@@ -11,12 +11,12 @@ import torch
 from conftest import hf_model
 from test_generate import chi_square, chi_square_limit
 from test_load import picogpt
-from test_model import load, prompt_ids
+from test_model import float64, load, prompt_ids
 
 from picogpt import generate, gpt2, softmax, trace
-from picogpt.generate import Sampling
 from picogpt.inside import logit_lens, residual_names, visible
 from picogpt.load import read_encoder
+from picogpt.sampling import Sampling
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
@@ -49,6 +49,76 @@ def test_trace_equals_transformers_attentions_and_hidden_states(tiny):
         np.testing.assert_array_equal(block["resid_mid"] + block["mlp_out"], block["resid_post"])
     np.testing.assert_array_equal(values["embed"] + values["pos_embed"],
                                   values["blocks.0.resid_pre"])
+
+
+def hf_attention_internals(model, ids) -> dict[str, np.ndarray]:
+    """q, k, v, the pre-softmax scores, the pattern, z and the MLP's pre and post activations
+    of transformers' GPT-2 (eager attention), read with forward hooks on its own modules."""
+    seen, hooks = {}, []
+    config = model.config
+    n_head, d_head = config.n_head, config.n_embd // config.n_head
+
+    def heads(a):  # [1, n_seq, n_embd] -> [n_head, n_seq, d_head]
+        return a[0].reshape(a.shape[1], n_head, d_head).transpose(1, 0, 2)
+
+    for i, block in enumerate(model.transformer.h):
+        def c_attn(module, inputs, output, i=i):
+            q, k, v = np.split(output.detach().numpy(), 3, axis=-1)
+            seen[f"blocks.{i}.attn.q"], seen[f"blocks.{i}.attn.k"], seen[f"blocks.{i}.attn.v"] = (
+                heads(q), heads(k), heads(v))
+
+        def c_proj(module, inputs, i=i):  # attention's output before its projection
+            seen[f"blocks.{i}.attn.z"] = heads(inputs[0].detach().numpy())
+
+        def mlp_fc(module, inputs, output, i=i):
+            seen[f"blocks.{i}.mlp.pre"] = output[0].detach().numpy()
+
+        def mlp_act(module, inputs, output, i=i):
+            seen[f"blocks.{i}.mlp.post"] = output[0].detach().numpy()
+
+        hooks += [block.attn.c_attn.register_forward_hook(c_attn),
+                  block.attn.c_proj.register_forward_pre_hook(c_proj),
+                  block.mlp.c_fc.register_forward_hook(mlp_fc),
+                  block.mlp.act.register_forward_hook(mlp_act)]
+    try:
+        with torch.no_grad():
+            out = model(torch.tensor([ids]), output_attentions=True)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    for i, pattern in enumerate(out.attentions):
+        seen[f"blocks.{i}.attn.pattern"] = pattern[0].numpy()
+    return seen
+
+
+def test_traced_attention_and_mlp_internals_equal_transformers(tiny):
+    hparams, params = load(tiny.models_dir)
+    ids = prompt_ids(18, seed=7)
+    n_head, n_layer = hparams["n_head"], hparams["n_layer"]
+    _, values = trace(ids, float64(params), n_head)  # float64 on both sides
+    model = hf_model(tiny, float64=True)
+    model.set_attn_implementation("eager")  # sdpa does not return the attention weights
+    reference = hf_attention_internals(model, ids)
+    d_head = hparams["n_embd"] // n_head
+    shapes = {"q": (n_head, 18, d_head), "k": (n_head, 18, d_head), "v": (n_head, 18, d_head),
+              "z": (n_head, 18, d_head), "pattern": (n_head, 18, 18)}
+    for i in range(n_layer):
+        for name, shape in shapes.items():
+            assert values[f"blocks.{i}.attn.{name}"].shape == shape
+            np.testing.assert_allclose(values[f"blocks.{i}.attn.{name}"],
+                                       reference[f"blocks.{i}.attn.{name}"], atol=1e-5, rtol=0)
+        for name in ("pre", "post"):
+            assert values[f"blocks.{i}.mlp.{name}"].shape == (18, 4 * hparams["n_embd"])
+            np.testing.assert_allclose(values[f"blocks.{i}.mlp.{name}"],
+                                       reference[f"blocks.{i}.mlp.{name}"], atol=1e-5, rtol=0)
+        # the scores before the softmax, from transformers' own q and k, where a query may look
+        q, k = reference[f"blocks.{i}.attn.q"], reference[f"blocks.{i}.attn.k"]
+        expected = q @ k.transpose(0, 2, 1) / np.sqrt(d_head)  # [n_head, n_seq, n_seq]
+        scores = values[f"blocks.{i}.attn.attn_scores"]
+        assert scores.shape == (n_head, 18, 18)
+        visible = np.tri(18, dtype=bool)  # query i sees keys 0..i
+        np.testing.assert_allclose(scores[:, visible], expected[:, visible], atol=1e-5, rtol=0)
+        assert (scores[:, ~visible] < -1e9).all()  # the masked ones are far below any score
 
 
 def test_traced_logits_are_gpt2s_bit_for_bit_and_names_filter(checkpoint):

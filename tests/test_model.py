@@ -11,8 +11,9 @@ from conftest import hf_model
 
 from picogpt import attention, gelu, generate, gpt2, layer_norm, softmax
 from picogpt import model as model_module
+from picogpt.kvcache import KVCache, LayerCache, forward
 from picogpt.load import load_encoder_hparams_and_params
-from picogpt.model import attention_after_prompt, future_mask
+from picogpt.model import future_mask
 
 torch.set_num_threads(2)
 rng = np.random.default_rng(1234)
@@ -101,14 +102,22 @@ def test_attention_matches_a_loop_with_and_without_past(n_new, n_past):
 
 
 def test_attention_after_a_shared_prompt_is_attention_on_the_joined_keys():
+    """A row's cache layer that reads a shared prompt attends as if the prompt's keys and values
+    were copied in front of its own."""
     n_batch, n_head, n_prompt, n_own, n_new, d_head = 3, 2, 6, 4, 2, 8
-    q = rng.standard_normal((n_batch, n_head, n_new, d_head)).astype(np.float32)
-    k, v = (rng.standard_normal((n_batch, n_head, n_own, d_head)).astype(np.float32)
-            for _ in range(2))
+    prompt = LayerCache((n_head, n_prompt, d_head), np.float32)
     k_prompt, v_prompt = (rng.standard_normal((n_head, n_prompt, d_head)).astype(np.float32)
                           for _ in range(2))
+    prompt.attend(k_prompt[:, :1], k_prompt, v_prompt)  # stores them; its output is not used
+    layer = LayerCache((n_batch, n_head, n_own, d_head), np.float32, prompt=prompt)
+    k, v = (rng.standard_normal((n_batch, n_head, n_own, d_head)).astype(np.float32)
+            for _ in range(2))
+    q = rng.standard_normal((n_batch, n_head, n_new, d_head)).astype(np.float32)
+    layer.attend(q[:, :, :1], k[:, :, : n_own - n_new], v[:, :, : n_own - n_new])
+    out = layer.attend(q, k[:, :, n_own - n_new :], v[:, :, n_own - n_new :])
+    assert out.shape == (n_batch, n_head, n_new, d_head)
+    assert prompt.n_past == n_prompt and layer.n_past == n_own
     mask = future_mask(n_new, n_prompt + n_own, np.float32)
-    out = attention_after_prompt(q, k, v, mask, k_prompt, v_prompt)
     for b in range(n_batch):  # each row: its own keys after a copy of the prompt's
         joined_k = np.concatenate([k_prompt, k[b]], axis=-2)
         joined_v = np.concatenate([v_prompt, v[b]], axis=-2)
@@ -144,13 +153,15 @@ def test_every_intermediate_is_float32(tiny):
 
     sys.setprofile(watch)
     try:
-        _, cache = gpt2(np.array(prompt_ids(5)), **params, n_head=hparams["n_head"], cache=[])
-        gpt2(np.array([7]), **params, n_head=hparams["n_head"], cache=cache)
+        cache = KVCache(params, hparams["n_head"], 6)  # the cached path runs model.py too
+        forward(np.array(prompt_ids(5)), params, hparams["n_head"], cache)
+        forward(np.array([7]), params, hparams["n_head"], cache)
         gpt2(np.array(prompt_ids(5)), **params, n_head=hparams["n_head"])
     finally:
         sys.setprofile(None)
     functions = {function for function, _, _ in seen}
-    assert {"gelu", "softmax", "layer_norm", "attention", "mha", "gpt2"} <= functions
+    assert {"gelu", "softmax", "layer_norm", "attention", "causal_attention", "mha",
+            "transformer_block", "gpt2"} <= functions
     assert [s for s in seen if s[2] != np.float32] == []
 
 
@@ -210,20 +221,16 @@ def test_40_greedy_tokens_match_transformers(checkpoint):
 
 
 def step_by_step(ids, params, hparams) -> np.ndarray:  # [n_seq] -> [n_seq, n_vocab]
-    """Feed ids one at a time through the cache, checking the cache is a value on the way."""
-    cache, steps = [], []
+    """Feed ids one at a time through a KV cache, checking what it holds on the way."""
+    cache, steps = KVCache(params, hparams["n_head"], len(ids)), []
+    d_head = hparams["n_embd"] // hparams["n_head"]
     for i, token in enumerate(ids):
-        before = [(k.copy(), v.copy()) for k, v in cache]
-        logits, new_cache = gpt2(np.array([token]), **params, n_head=hparams["n_head"],
-                                 cache=cache)
+        logits = forward(np.array([token]), params, hparams["n_head"], cache)
         assert logits.shape == (hparams["n_vocab"],)
-        assert len(new_cache) == hparams["n_layer"]
-        assert new_cache[0][0].shape == (i + 1, hparams["n_embd"])
-        for (k, v), (k0, v0) in zip(cache, before):  # the caller's cache is untouched
-            np.testing.assert_array_equal(k, k0)
-            np.testing.assert_array_equal(v, v0)
+        assert len(cache.layers) == hparams["n_layer"] and cache.n_past == i + 1
+        k, v = cache.layers[0].filled()
+        assert k.shape == v.shape == (hparams["n_head"], i + 1, d_head)
         steps.append(logits)
-        cache = new_cache
     return np.array(steps)
 
 
@@ -242,33 +249,35 @@ def test_cache_one_token_at_a_time_gives_the_full_pass_logits(checkpoint):
     np.testing.assert_allclose(steps, full, atol=2 * np.abs(full - steps64).max(), rtol=0)
 
 
-def test_extending_one_cache_twice_keeps_both_continuations(tiny):
-    """The cache reuses spare buffer rows; a second continuation of the same cache must not
-    overwrite the first one's (as writing into shared rows would)."""
+def test_the_cache_holds_the_keys_and_values_of_a_full_pass(tiny):
+    """What the cache stores is c_attn's k and v of every position, split into heads: the
+    values transformers' own cache holds."""
     hparams, params = load(tiny.models_dir)
-    ids = prompt_ids(12, seed=3)
-    n_head = hparams["n_head"]
-    _, cache = gpt2(np.array(ids[:8]), **params, n_head=n_head, cache=[])
-    _, cache = gpt2(np.array(ids[8:9]), **params, n_head=n_head, cache=cache)  # has spare rows
-    _, first = gpt2(np.array([11]), **params, n_head=n_head, cache=cache)
-    _, second = gpt2(np.array([22]), **params, n_head=n_head, cache=cache)
-    first_logits, _ = gpt2(np.array([33]), **params, n_head=n_head, cache=first)
-    second_logits, _ = gpt2(np.array([33]), **params, n_head=n_head, cache=second)
-    full = gpt2(np.array([*ids[:9], 11, 33]), **params, n_head=n_head)
-    np.testing.assert_allclose(first_logits, full[-1], atol=2e-5)
-    full = gpt2(np.array([*ids[:9], 22, 33]), **params, n_head=n_head)
-    np.testing.assert_allclose(second_logits, full[-1], atol=2e-5)
+    ids, n_head = prompt_ids(9, seed=8), hparams["n_head"]
+    cache = KVCache(params, n_head, 12)
+    forward(np.array(ids), params, n_head, cache)
+    model = hf_model(tiny)
+    with torch.no_grad():
+        past = model(torch.tensor([ids]), use_cache=True).past_key_values
+    for i, layer in enumerate(cache.layers):
+        k, v = layer.filled()
+        hf_k, hf_v = (a[0].numpy() for a in (past.layers[i].keys, past.layers[i].values))
+        np.testing.assert_allclose(k, hf_k, atol=1e-5)
+        np.testing.assert_allclose(v, hf_v, atol=1e-5)
 
 
 def test_prefill_then_steps_match_the_full_pass(tiny):
     hparams, params = load(tiny.models_dir)
     ids = prompt_ids(16, seed=9)
     full = gpt2(np.array(ids), **params, n_head=hparams["n_head"])
-    logits, cache = gpt2(np.array(ids[:10]), **params, n_head=hparams["n_head"], cache=[])
+    cache = KVCache(params, hparams["n_head"], 16)
+    logits = forward(np.array(ids[:10]), params, hparams["n_head"], cache)
     np.testing.assert_allclose(logits, full[9], atol=2e-5)
-    logits, cache = gpt2(np.array(ids[10:]), **params, n_head=hparams["n_head"], cache=cache)
+    logits = forward(np.array(ids[10:]), params, hparams["n_head"], cache)
     np.testing.assert_allclose(logits, full[-1], atol=2e-5)
-    assert cache[0][0].shape == (16, hparams["n_embd"])
+    assert cache.n_past == 16
+    with pytest.raises(AssertionError, match="too small"):  # never writes past its room
+        forward(np.array([1]), params, hparams["n_head"], cache)
 
 
 def test_every_row_of_a_batch_equals_the_same_row_alone(checkpoint):
@@ -285,29 +294,110 @@ def test_every_row_of_a_batch_equals_the_same_row_alone(checkpoint):
         np.testing.assert_allclose(row, logits, atol=max(1e-5, 2 * noise), rtol=0)
 
 
-@pytest.mark.parametrize("shared", [False, True], ids=["cache", "prompt_cache"])
+@pytest.mark.parametrize("shared", [False, True], ids=["cache", "shared_prompt"])
 def test_cached_decode_of_four_samples_equals_each_sample_alone(checkpoint, shared):
     """Four samples continue one prompt, whose cache every row extends, or which every row
-    reads from prompt_cache while its own cache holds only its own positions."""
+    reads from a shared prompt cache while its own cache holds only its own positions. Two
+    samples are then dropped, as generate drops finished ones, and the others go on."""
     hparams, params = load(checkpoint.models_dir)
     n_head = hparams["n_head"]
     prompt = prompt_ids(7, seed=11)
     continuations = np.array([prompt_ids(5, seed=20 + s) for s in range(4)])  # [4, 5]
-    _, prompt_cache = gpt2(np.array(prompt), **params, n_head=n_head, cache=[])
-    before = [(k.copy(), v.copy()) for k, v in prompt_cache]
-    cache, prompt_cache = ([], prompt_cache) if shared else (prompt_cache, None)
-    steps = []
-    for column in continuations.T:  # one token for each of the four samples per step
-        logits, cache = gpt2(column[:, None], **params, n_head=n_head, cache=cache,
-                             prompt_cache=prompt_cache)
-        assert logits.shape == (4, hparams["n_vocab"])
-        steps.append(logits)
-    steps = np.stack(steps, axis=1)  # [4, 5, n_vocab]
-    assert cache[0][0].shape == (4, 5 if shared else 12, hparams["n_embd"])
-    for (k, v), (k0, v0) in zip(prompt_cache or [], before):  # read, never written
-        assert k.shape == k0.shape and np.array_equal(k, k0) and np.array_equal(v, v0)
-    for sample, row in zip(steps, continuations):
-        full = gpt2(np.array([*prompt, *row]), **params, n_head=n_head)[7:]
+    before = []  # the shared prompt's keys and values, to check they are never written
+    if shared:
+        prompt_cache = KVCache(params, n_head, 7)
+        forward(np.array(prompt), params, n_head, prompt_cache)
+        before = [tuple(a.copy() for a in layer.filled()) for layer in prompt_cache.layers]
+        cache = KVCache(params, n_head, 5, batch=(4,), prompt=prompt_cache)
+    else:
+        cache = KVCache(params, n_head, 12, batch=(4,))
+        forward(np.array([prompt] * 4), params, n_head, cache)
+    steps, rows = [], [0, 1, 2, 3]
+    for j, column in enumerate(continuations.T):  # one token for each sample per step
+        if j == 3:
+            rows = [1, 3]  # samples 0 and 2 end here
+            cache.keep(rows)
+        logits = forward(column[rows, None], params, n_head, cache)
+        assert logits.shape == (len(rows), hparams["n_vocab"])
+        steps.append(dict(zip(rows, logits)))
+    assert cache.n_past == 12
+    assert cache.layers[0].filled()[0].shape[:2] == (2, n_head)
+    for layer, (k0, v0) in zip(prompt_cache.layers if shared else [], before):
+        assert all(np.array_equal(a, b) for a, b in zip(layer.filled(), (k0, v0)))
+    for s, row in enumerate(continuations):
+        sample = np.array([step[s] for step in steps if s in step])
+        full = gpt2(np.array([*prompt, *row]), **params, n_head=n_head)[7 : 7 + len(sample)]
         exact = gpt2(np.array([*prompt, *row]), **float64(params), n_head=n_head)[7:]
-        noise = np.abs(full - exact).max()
+        noise = np.abs(full - exact[: len(sample)]).max()
         np.testing.assert_allclose(sample, full, atol=max(1e-5, 2 * noise), rtol=0)
+
+
+# ---- model.py is the tutorial's core -------------------------------------------------------
+
+def walkthrough_functions():
+    """transformer_block and gpt2 as seed 001's walk-through of "GPT in 60 lines" writes them
+    (docstrings and comments left out), on picogpt.model's mha, ffn and layer_norm."""
+    from picogpt.model import ffn, layer_norm, mha
+
+    def transformer_block(x, mlp, attn, ln_1, ln_2, n_head):
+        x = x + mha(layer_norm(x, **ln_1), **attn, n_head=n_head)
+        x = x + ffn(layer_norm(x, **ln_2), **mlp)
+        return x
+
+    def gpt2(inputs, wte, wpe, blocks, ln_f, n_head):
+        x = wte[inputs] + wpe[range(len(inputs))]
+        for block in blocks:
+            x = transformer_block(x, **block, n_head=n_head)
+        x = layer_norm(x, **ln_f)
+        return x @ wte.T
+
+    return transformer_block, gpt2
+
+
+def test_the_walkthroughs_code_runs_unchanged_on_picogpts_functions(checkpoint):
+    hparams, params = load(checkpoint.models_dir)
+    ids = prompt_ids(16, seed=6)
+    _, walkthrough_gpt2 = walkthrough_functions()
+    logits = walkthrough_gpt2(ids, **params, n_head=hparams["n_head"])
+    assert logits.shape == (16, hparams["n_vocab"]) and logits.dtype == np.float32
+    # the same functions in the same order: the same bits as picogpt's own gpt2
+    assert np.array_equal(logits, gpt2(np.array(ids), **params, n_head=hparams["n_head"]))
+    assert_close_to_reference(logits, checkpoint, ids)
+
+
+def test_no_function_in_model_py_takes_or_returns_a_cache():
+    import ast
+    import inspect
+
+    source = inspect.getsource(model_module)
+    tree = ast.parse(source)
+    functions = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
+    assert {"gelu", "softmax", "layer_norm", "linear", "ffn", "attention", "mha",
+            "transformer_block", "gpt2"} <= {f.name for f in functions}
+    for function in functions:
+        assert function.args.vararg is None and function.args.kwarg is None, function.name
+        names = [a.arg for a in function.args.args + function.args.kwonlyargs]
+        cache_like = [name for name in names
+                      if any(word in name.lower() for word in ("cache", "kv", "past", "prompt"))]
+        assert cache_like == [], f"{function.name} takes {cache_like}"
+        assert not any(isinstance(node, ast.Tuple) for ret in ast.walk(function)
+                       if isinstance(ret, ast.Return) for node in [ret.value]), function.name
+    imports = [node for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom)]
+    assert [alias.name for node in imports for alias in node.names] == ["numpy"]
+    assert len(source.splitlines()) <= 120
+
+
+def test_tutorial_signatures_return_arrays(tiny):
+    """mha and transformer_block return [n_seq, n_embd] arrays, so `x = x + mha(...)` works."""
+    from picogpt.model import ffn, linear, mha, transformer_block
+
+    hparams, params = load(tiny.models_dir)
+    block, n_head = params["blocks"][0], hparams["n_head"]
+    x = rng.standard_normal((2, 5, hparams["n_embd"])).astype(np.float32)
+    for out in (mha(x[0], **block["attn"], n_head=n_head),
+                transformer_block(x[0], **block, n_head=n_head), ffn(x[0], **block["mlp"]),
+                linear(x[0], **block["attn"]["c_proj"])):
+        assert isinstance(out, np.ndarray) and out.shape == (5, hparams["n_embd"])
+    batched = mha(x, **block["attn"], n_head=n_head)  # leading batch dimensions pass through
+    assert batched.shape == (2, 5, hparams["n_embd"])
+    np.testing.assert_allclose(batched[1], mha(x[1], **block["attn"], n_head=n_head), atol=1e-6)
