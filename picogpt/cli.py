@@ -14,17 +14,28 @@ import ctypes
 import difflib
 import inspect
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 
 import fire
 
-from .encoder import END_OF_TEXT
+from .encoder import END_OF_TEXT, Encoder
 from .errors import PicoGPTError
 from .generate import check_settings, generate
+from .hf import load_hf
 from .load import load_encoder_hparams_and_params
 from .page import page_data, write_page
 from .sampling import Sampling, Step
 from .score import check_score_settings
-from .terminal import keep, print_samples, print_scores, print_steps, stream_text
+from .terminal import (
+    call_first,
+    keep,
+    notice_after,
+    print_samples,
+    print_scores,
+    print_steps,
+    stream_text,
+)
 
 
 def run(prompt: str = "", n_tokens: int = 40, top_k: int | None = None,
@@ -33,7 +44,7 @@ def run(prompt: str = "", n_tokens: int = 40, top_k: int | None = None,
         ignore_end: bool = False, prompt_file: str | None = None, score: bool = False,
         stride: int | None = None, top: int = 0, json: bool = False, candidates: int = 0,
         explain: str | None = None, model_size: str = "124M", models_dir: str = "models",
-        base_url: str | None = None) -> None:
+        base_url: str | None = None, hf: str | None = None) -> None:
     """Print GPT-2's continuation of a prompt as it is generated, or score the prompt.
 
     Each next token is the most likely one (greedy) unless --top_k or --top_p is set; then it is
@@ -72,6 +83,10 @@ def run(prompt: str = "", n_tokens: int = 40, top_k: int | None = None,
         model_size: GPT-2 size to use: 124M, 355M, 774M or 1558M. Downloaded on first use.
         models_dir: Folder that holds (or will hold) the downloaded models.
         base_url: Where to download models from; defaults to $PICOGPT_BASE_URL, then OpenAI's.
+        hf: Instead of OpenAI's files, run a GPT-2 saved in Hugging Face's format: a folder
+            with config.json, model.safetensors, vocab.json and merges.txt, or the id of a
+            model already in the local Hugging Face cache (gpt2, distilgpt2, a fine-tune).
+            Nothing is downloaded from the hub.
     """
     sampling = Sampling(top_k, top_p, temperature, repetition_penalty)
     if score:  # before anything loads
@@ -85,23 +100,49 @@ def run(prompt: str = "", n_tokens: int = 40, top_k: int | None = None,
                 raise PicoGPTError(f"--{name} works with --score; add --score to score text.")
         if (candidates or explain) and n_samples > 1:
             raise PicoGPTError("--candidates and --explain show one sample; drop --n_samples.")
+    if hf is not None and (model_size, models_dir, base_url) != ("124M", "models", None):
+        raise PicoGPTError("--hf names the model to run; drop --model_size, --models_dir and "
+                           "--base_url, which choose one of OpenAI's downloads.")
     prompt = read_prompt(prompt, prompt_file)
     reuse_freed_memory()
-    encoder, hparams, params = load_encoder_hparams_and_params(model_size, models_dir, base_url)
-    input_ids = encoder.encode(prompt)
-    if score:
-        print_scores(prompt, input_ids, params, hparams["n_head"], encoder, stride, top, json)
-        return
-    n_shown = max(candidates, 10 if explain else 0)  # the page shows 10 per step
-    ids = generate(input_ids, params, hparams["n_head"], n_tokens, top_k=top_k, top_p=top_p,
-                   temperature=temperature, seed=seed, repetition_penalty=repetition_penalty,
-                   stop_at_end=not ignore_end, stop=stop, encoder=encoder, n_samples=n_samples,
-                   candidates=n_shown)
+    if hf is not None:
+        encoder, hparams, params = load_hf(hf)
+    else:
+        encoder, hparams, params = load_encoder_hparams_and_params(model_size, models_dir,
+                                                                   base_url)
+    input_ids, n_head = encoder.encode(prompt), hparams["n_head"]
+    # The weights are memory-mapped: after a restart the first pass reads them all from disk
+    # (minutes for 1558M on a slow disk). If no output comes within 2 s, say what is going on.
+    where = hf or Path(models_dir) / model_size
+    with notice_after(2.0, f"picogpt: reading the weights in {where} (after a restart they "
+                           f"come from disk) ...") as quiet:
+        if score:
+            print_scores(prompt, input_ids, params, n_head, encoder, stride, top, json, quiet)
+            return
+        n_shown = max(candidates, 10 if explain else 0)  # the page shows 10 per step
+        ids = generate(input_ids, params, n_head, n_tokens, top_k=top_k, top_p=top_p,
+                       temperature=temperature, seed=seed, repetition_penalty=repetition_penalty,
+                       stop_at_end=not ignore_end, stop=stop, encoder=encoder,
+                       n_samples=n_samples, candidates=n_shown)
+        steps = print_generation(call_first(quiet, ids), n_samples, n_shown, candidates, encoder,
+                                 stop)
+    if explain:
+        settings = {"model_size": hf or model_size, "top_k": top_k, "top_p": top_p, "seed": seed,
+                    "temperature": temperature, "repetition_penalty": repetition_penalty}
+        prompt_ids = input_ids or [END_OF_TEXT]
+        write_page(explain, page_data([*prompt_ids, *(step.token for step in steps)],
+                                      len(prompt_ids), steps, params, n_head, encoder, settings))
+        print(f"picogpt: wrote {explain}", file=sys.stderr)
+
+
+def print_generation(ids: Iterator, n_samples: int, n_shown: int, candidates: int,
+                     encoder: Encoder, stop: str | None) -> list[Step]:
+    """Print what generate yields: streamed text, the samples, or each step's candidates.
+    Returns the Steps, when generate made them (n_shown > 0)."""
+    steps: list[Step] = []
     if n_samples > 1:
         print_samples(ids, n_samples, encoder, stop)
-        return
-    steps: list[Step] = []
-    if candidates:
+    elif candidates:
         print_steps(ids, steps, encoder, candidates)
         print("".join(stream_text([step.token for step in steps], encoder, stop)), flush=True)
     else:
@@ -109,14 +150,7 @@ def run(prompt: str = "", n_tokens: int = 40, top_k: int | None = None,
         for text in stream_text(tokens, encoder, stop):
             print(text, end="", flush=True)
         print(flush=True)
-    if explain:
-        settings = {"model_size": model_size, "top_k": top_k, "top_p": top_p, "seed": seed,
-                    "temperature": temperature, "repetition_penalty": repetition_penalty}
-        prompt_ids = input_ids or [END_OF_TEXT]
-        write_page(explain, page_data([*prompt_ids, *(step.token for step in steps)],
-                                      len(prompt_ids), steps, params, hparams["n_head"],
-                                      encoder, settings))
-        print(f"picogpt: wrote {explain}", file=sys.stderr)
+    return steps
 
 
 def read_prompt(prompt: str, prompt_file: str | None) -> str:

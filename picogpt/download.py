@@ -57,18 +57,18 @@ def model_lock(model_dir: Path):
         yield  # closing the file releases the lock
 
 
-def download_missing(model_dir: Path, url: str, **retry) -> None:
-    """Download into model_dir those of the seven files that are missing or damaged."""
-    if missing_files(model_dir):
+def download_missing(model_dir: Path, url: str, names=FILES, **retry) -> None:
+    """Download into model_dir those of names (the seven files) that are missing or damaged."""
+    if missing_files(model_dir, names):
         with model_lock(model_dir):  # another process may be downloading the same size
-            for name in missing_files(model_dir):  # it may have fetched some meanwhile
+            for name in missing_files(model_dir, names):  # it may have fetched some meanwhile
                 download_file(f"{url}/{name}", model_dir / name, **retry)
 
 
-def missing_files(model_dir: Path) -> list[str]:
-    """Files of the seven that are absent, or no longer the size they were downloaded at."""
+def missing_files(model_dir: Path, names=FILES) -> list[str]:
+    """Files of names that are absent, or no longer the size they were downloaded at."""
     sizes = read_json(model_dir / "download.json") or {}  # files placed by hand are not listed
-    paths = {name: model_dir / name for name in FILES}
+    paths = {name: model_dir / name for name in names}
     return [name for name, path in paths.items()
             if not path.is_file() or path.stat().st_size != sizes.get(name, path.stat().st_size)]
 

@@ -5,19 +5,31 @@ does (every network access is there). It must not print or touch the model math.
 
 Layout of `models_dir/<size>/`: OpenAI's seven files, `download.json` (the byte size of each
 file picogpt downloaded, to spot a file damaged later) and `params/`, the checkpoint converted
-to one `.npy` per tensor with a `manifest.json` of shapes and CRC-32s. TensorFlow is needed only
-to build `params/`; later runs memory-map the `.npy` files and never import it.
+to one `.npy` per tensor with a `manifest.json` of shapes, CRC-32s, sizes and modification
+times. TensorFlow is needed only to build `params/`. The files are read back and checked
+against their CRC-32s once, right after writing; later runs memory-map them after comparing
+each file's size and modification time with the manifest's (a full check of a 1558M model took
+2 s of every start), and never import TensorFlow nor need the checkpoint files again.
 """
 
 import os
 import shutil
+import sys
 import zlib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
 
-from .download import download_missing, download_url, model_lock, read_json, write_json_atomic
+from .download import (
+    FILES,
+    download_missing,
+    download_url,
+    model_lock,
+    read_json,
+    write_json_atomic,
+)
 from .encoder import END_OF_TEXT, Encoder
 from .errors import PicoGPTError
 
@@ -25,8 +37,11 @@ MODEL_SIZES = ("124M", "355M", "774M", "1558M")
 N_VOCAB, N_MERGES = 50257, 50000  # what GPT-2's encoder.json and vocab.bpe hold
 # Version of params/: 2 stores linear weights column-major. Same [n_in, n_out] shape and values,
 # but x @ w then runs OpenBLAS's dot-product kernel, which read the 124M weights at 32 GB/s
-# where the row-major layout read at 26 GB/s: decode went from 45 to 49.5 tok/s.
-PARAMS_FORMAT = 2
+# where the row-major layout read at 26 GB/s: decode went from 45 to 49.5 tok/s. 3 records each
+# file's size and modification time, checked at start instead of a CRC-32 of every byte.
+PARAMS_FORMAT = 3
+CHECKPOINT = ("checkpoint", "model.ckpt.data-00000-of-00001", "model.ckpt.index",
+              "model.ckpt.meta")  # what only the conversion reads
 HPARAMS = ("n_vocab", "n_ctx", "n_embd", "n_head", "n_layer")
 
 
@@ -37,10 +52,12 @@ def load_encoder_hparams_and_params(model_size: str = "124M", models_dir: str = 
         raise PicoGPTError(f"unknown model size {model_size!r}; choose one of "
                            f"{', '.join(MODEL_SIZES)}.")
     model_dir = Path(models_dir) / model_size
-    download_missing(model_dir, download_url(model_size, base_url))
+    url = download_url(model_size, base_url)
+    arrays = read_params(model_dir)  # once converted, the checkpoint files are not needed
+    download_missing(model_dir, url, [name for name in FILES
+                                      if arrays is None or name not in CHECKPOINT])
     hparams = read_hparams(model_dir)
     encoder = read_encoder(model_dir)
-    arrays = read_params(model_dir)
     if arrays is None:
         with model_lock(model_dir):
             arrays = read_params(model_dir) or build_params(model_dir)
@@ -82,10 +99,18 @@ def read_encoder(model_dir: Path) -> Encoder:
     return Encoder(encoder, merges)
 
 
-def checkpoint_fingerprint(model_dir: Path) -> dict[str, list[int]]:
-    """Size and modification time of the checkpoint files: a change means params/ is stale."""
-    return {name: [(model_dir / name).stat().st_size, (model_dir / name).stat().st_mtime_ns]
-            for name in ("model.ckpt.data-00000-of-00001", "model.ckpt.index")}
+def stamp(path: Path) -> list[int]:
+    """A file's size and modification time: cheap to read, and both change when it is written."""
+    stat = path.stat()
+    return [stat.st_size, stat.st_mtime_ns]
+
+
+def checkpoint_fingerprint(model_dir: Path) -> dict[str, list[int]] | None:
+    """Stamps of the checkpoint files (a change means params/ is stale); None once deleted."""
+    names = ("model.ckpt.data-00000-of-00001", "model.ckpt.index")
+    if not all((model_dir / name).is_file() for name in names):
+        return None
+    return {name: stamp(model_dir / name) for name in names}
 
 
 def read_params(model_dir: Path) -> dict[str, np.ndarray] | None:
@@ -95,15 +120,18 @@ def read_params(model_dir: Path) -> dict[str, np.ndarray] | None:
     # than a 40-token run wins back. Mapped files cost nothing to open and share the page cache.
     params_dir = model_dir / "params"
     manifest = read_json(params_dir / "manifest.json")
-    if not isinstance(manifest, dict) or manifest.get("format") != PARAMS_FORMAT or manifest.get(
-            "source") != checkpoint_fingerprint(model_dir):
+    source = checkpoint_fingerprint(model_dir)
+    if not isinstance(manifest, dict) or manifest.get("format") != PARAMS_FORMAT or (
+            source is not None and manifest.get("source") != source):
         return None
     arrays = {}
     try:
         for name, meta in manifest["tensors"].items():
-            array = np.asarray(np.load(params_dir / f"{name}.npy", mmap_mode="r"))
-            if (list(array.shape) != meta["shape"] or array.dtype != np.float32
-                    or crc32(array) != meta["crc32"]):
+            file = params_dir / f"{name}.npy"
+            if stamp(file) != meta["stamp"]:  # written to since it was verified
+                return None
+            array = np.asarray(np.load(file, mmap_mode="r"))
+            if list(array.shape) != meta["shape"] or array.dtype != np.float32:
                 return None
             arrays[name] = array
     except (OSError, ValueError, KeyError, TypeError, AttributeError):  # missing or malformed
@@ -117,18 +145,21 @@ def crc32(array: np.ndarray) -> int:
 
 
 def build_params(model_dir: Path) -> dict[str, np.ndarray]:
-    """Convert the TensorFlow checkpoint into params/, then read it back."""
+    """Convert the TensorFlow checkpoint into params/, check it, then read it back."""
     params_dir = model_dir / "params"
     tmp_dir = model_dir / f"params.tmp-{os.getpid()}"
     for stale in model_dir.glob("params.*"):  # left by a run that was killed mid-way
         shutil.rmtree(stale, ignore_errors=True)
     tmp_dir.mkdir()
-    tensors = {}
-    for name, array in read_checkpoint(model_dir):
-        if name.endswith(".w"):  # see PARAMS_FORMAT
-            array = np.asfortranarray(array)
-        np.save(tmp_dir / f"{name}.npy", array)
-        tensors[name] = {"shape": list(array.shape), "crc32": crc32(array)}
+    try:
+        tensors = write_tensors(model_dir, tmp_dir)
+    except KeyboardInterrupt:  # the CLI prints this and exits 130
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+        raise KeyboardInterrupt(f"conversion stopped; nothing half-written is kept in "
+                                f"{model_dir}, and the next run converts again.") from None
+    except BaseException:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+        raise
     write_json_atomic(tmp_dir / "manifest.json", {"format": PARAMS_FORMAT, "tensors": tensors,
                                                   "source": checkpoint_fingerprint(model_dir)})
     if params_dir.exists():  # readers that mapped the old files keep them until they exit
@@ -137,7 +168,29 @@ def build_params(model_dir: Path) -> dict[str, np.ndarray]:
     shutil.rmtree(model_dir / f"params.old-{os.getpid()}", ignore_errors=True)
     arrays = read_params(model_dir)
     assert arrays is not None, "params/ was just written"
+    freed = sum((model_dir / name).stat().st_size for name in CHECKPOINT
+                if (model_dir / name).is_file())
+    tqdm.write(f"picogpt: converted {model_dir} to params/. The TensorFlow checkpoint files "
+               f"(model.ckpt.*, checkpoint) are no longer needed: deleting them frees "
+               f"{freed / 1e6:,.0f} MB.", file=sys.stderr)
     return arrays
+
+
+def write_tensors(model_dir: Path, out_dir: Path) -> dict[str, dict]:
+    """Write each checkpoint tensor as out_dir/<name>.npy, read it back, check its CRC-32."""
+    tensors = {}
+    for name, array in read_checkpoint(model_dir):
+        if name.endswith(".w"):  # see PARAMS_FORMAT
+            array = np.asfortranarray(array)
+        file = out_dir / f"{name}.npy"
+        np.save(file, array)
+        written = np.load(file, mmap_mode="r")  # what later runs will map, byte for byte
+        checksum = crc32(array)
+        if crc32(written) != checksum:
+            raise PicoGPTError(f"{file} does not read back as written (disk full or failing?); "
+                               f"free some space and run again.")
+        tensors[name] = {"shape": list(array.shape), "crc32": checksum, "stamp": stamp(file)}
+    return tensors
 
 
 def read_checkpoint(model_dir: Path):
@@ -145,11 +198,21 @@ def read_checkpoint(model_dir: Path):
     # TensorFlow's start-up lines on stderr come from oneDNN, which reading variables never uses
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
-    import tensorflow as tf  # here only: the first load of a size, never once params/ exists
-
+    try:  # here only: the first load of a size, never once params/ exists
+        import tensorflow as tf
+    except ImportError:
+        raise PicoGPTError(f"converting OpenAI's checkpoint in {model_dir} needs TensorFlow, "
+                           f"which is not installed for Python {sys.version.split()[0]}. Install "
+                           f"it (pip install tensorflow, on a Python it supports: 3.10 to 3.13), "
+                           f"or run a Hugging Face folder with --hf.") from None
     try:
         reader = tf.train.load_checkpoint(str(model_dir / "model.ckpt"))
-        for name in sorted(reader.get_variable_to_shape_map()):
+        names = sorted(reader.get_variable_to_shape_map())
+        # a bar on a terminal only (disable=None): a log or a pipe gets the line build_params
+        # writes when it is done, or the error
+        bar = tqdm(names, desc=f"picogpt: converting the TensorFlow checkpoint in {model_dir} "
+                               f"to NumPy files, once", unit="tensor", leave=False, disable=None)
+        for name in bar:
             array = reader.get_tensor(name).astype(np.float32)
             if array.ndim == 3:  # the checkpoint stores conv1d weights as [1, n_in, n_out]
                 array = array[0]

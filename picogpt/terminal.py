@@ -5,10 +5,12 @@ Owns the terminal views. cli.py decides what to run and calls these; they print 
 """
 
 import codecs
+import contextlib
 import json
 import math
 import sys
-from collections.abc import Iterable, Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 from tqdm import tqdm
@@ -82,14 +84,39 @@ def print_steps(ids: Iterable[Step], steps: list[Step], encoder: Encoder, n: int
         print(f"{number:>4}  {cell(step.token):<14} {step.entropy:7.3f}  {columns}", flush=True)
 
 
+@contextlib.contextmanager
+def notice_after(seconds: float, message: str) -> Iterator[Callable[[], None]]:
+    """Print message on stderr after seconds, unless the function this yields is called first
+    or the block ends."""
+    timer = threading.Timer(seconds, lambda: print(message, file=sys.stderr, flush=True))
+    timer.daemon = True  # never keeps the process alive
+    timer.start()
+    try:
+        yield timer.cancel
+    finally:
+        timer.cancel()
+
+
+def call_first(function: Callable[[], None], items: Iterable) -> Iterator:
+    """items as they come, calling function when the first arrives (or when none does)."""
+    try:
+        for item in items:
+            function()  # notice_after's cancel: calling it again does nothing
+            yield item
+    finally:
+        function()
+
+
 def print_scores(text: str, ids: list[int], params: dict, n_head: int, encoder: Encoder,
-                 stride: int | None, top: int, as_json: bool) -> None:
-    """Score ids, then print one line per token and a summary, or all of it as JSON."""
+                 stride: int | None, top: int, as_json: bool,
+                 started: Callable[[], None] = lambda: None) -> None:
+    """Score ids, then print one line per token and a summary, or all of it as JSON;
+    `started` is called when the first window is scored."""
     # The scores stay in the windows' arrays and each line is made as it is printed: a
     # 100,000-token file would otherwise hold ~40 MB of per-token Python objects.
     windows = []
     with tqdm(total=len(ids), unit="tok", desc="scoring", leave=False, disable=None) as bar:
-        for window in score_windows(ids, params, n_head, stride, top):
+        for window in call_first(started, score_windows(ids, params, n_head, stride, top)):
             windows.append(window)
             bar.update(len(window.logprobs))
     logprobs, ranks, top_ids, top_probs = (np.concatenate([getattr(w, name) for w in windows])

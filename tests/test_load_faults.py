@@ -2,10 +2,12 @@
 killed processes, damaged files. Each test checks what the user sees and that the model folder
 ends with correct files or none."""
 
+import contextlib
 import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -26,8 +28,9 @@ class FaultyHandler(QuietHandler):
 
     fault returns what to do with the n-th request (0-based) for a file: "ok", "drop" (send
     half the body and close), "500", "404", "stall" (answer nothing for a while), "stall-mid"
-    (send half the body, then nothing for a while), "trickle" (send slowly), or "ok-no-range" /
-    "drop-no-range" (ignore the Range header).
+    (send half the body, then nothing for a while), "trickle" (send slowly), "ok-no-range" /
+    "drop-no-range" (ignore the Range header), "403" / "416" (those statuses), or "wrong-range"
+    (answer a Range request with 206 from byte 0).
     """
 
     def do_GET(self):
@@ -35,8 +38,8 @@ class FaultyHandler(QuietHandler):
         server.requests.append((name, self.headers.get("Range")))
         fault = server.fault(name, sum(n == name for n, _ in server.requests) - 1)
         path = Path(self.directory) / self.path.lstrip("/")
-        if fault in ("404", "500") or not path.is_file():
-            self.send_error(500 if fault == "500" else 404)
+        if fault in ("404", "500", "403", "416") or not path.is_file():
+            self.send_error(int(fault) if fault in ("500", "403", "416") else 404)
             return
         if fault == "stall":
             time.sleep(3)
@@ -46,6 +49,8 @@ class FaultyHandler(QuietHandler):
         if ranged:
             start = int(self.headers["Range"].removeprefix("bytes=").split("-")[0])
         self.send_response(206 if ranged else 200)
+        if ranged and fault == "wrong-range":  # resumes, but from byte 0, not where asked
+            start = 0
         if ranged:
             self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
         self.send_header("Content-Length", str(len(data) - start))
@@ -169,17 +174,13 @@ def test_offline_explains_how_to_place_the_files_by_hand(tmp_path):
     assert not any((tmp_path / "124M" / name).exists() for name in FILES)
 
 
-class socket_closed:
-    """A port on 127.0.0.1 that nothing listens on."""
-
-    def __enter__(self):
-        import socket
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            return s.getsockname()[1]
-
-    def __exit__(self, *exc):
-        return False
+@contextlib.contextmanager
+def socket_closed():
+    """A port on 127.0.0.1 that refuses connections: bound by a socket that never listens, and
+    held for the whole block, so no other program can start listening on it meanwhile."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield s.getsockname()[1]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
@@ -222,6 +223,8 @@ def test_two_processes_downloading_at_once_end_with_one_correct_copy(faulty, tin
     assert outputs[0][0] == outputs[1][0]
     assert sorted(name for name, _ in server.requests) == sorted(FILES)  # each fetched once
     assert_correct_or_absent(models_dir / "124M", tiny)
+    waited = [err for _, err in outputs if "waiting for another picogpt that is writing to" in err]
+    assert waited, outputs  # a run that found the folder locked said so
 
 
 def test_a_file_truncated_after_download_is_fetched_again(faulty, tiny, tmp_path):
@@ -280,14 +283,29 @@ def test_a_malformed_cache_manifest_is_rebuilt(tiny, tmp_path):
 
 
 def test_ctrl_c_while_generating_keeps_the_text_and_exits_130(gpt2_124m):
+    """What was printed before Ctrl-C stays, and it is the start of the library's text."""
+    from picogpt import generate, load_encoder_hparams_and_params
+
     process = subprocess.Popen([str(PICOGPT), "hi", "--n_tokens", "900", "--models_dir",
                                 str(gpt2_124m.models_dir)], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE)
-    first = process.stdout.read(1)  # generation has started and is streaming
+    # generation has started and is streaming; os.read, not stdout.read: a buffered read could
+    # take more bytes than one into a buffer that communicate() then never looks at
+    first = os.read(process.stdout.fileno(), 1)
+    time.sleep(0.5)  # a few more tokens
     process.send_signal(signal.SIGINT)
     rest, stderr = process.communicate(timeout=60)
-    assert process.returncode == 130
-    assert len(first + rest) >= 1 and b"Traceback" not in stderr
+    assert process.returncode == 130 and b"Traceback" not in stderr
+    printed = (first + rest).decode("utf-8")
+    encoder, hparams, params = load_encoder_hparams_and_params("124M", gpt2_124m.models_dir)
+    ids, texts = [], []  # the library's text after 1, 2, ... tokens
+    for token in generate(encoder.encode("hi"), params, hparams["n_head"], 900):
+        ids = [*ids, token]
+        texts.append(encoder.decode(ids))
+        if len(texts[-1]) >= len(printed):
+            break
+    assert texts[-1].startswith(printed)
+    assert len(texts) >= 3  # the kept text is more than the first token or two
 
 
 def test_an_unwritable_models_dir_is_one_line(tmp_path):
@@ -308,3 +326,146 @@ def test_more_bad_flags_are_one_line(tiny, tmp_path, args, message):
     models_dir = tmp_path / "m" if "--base_url" in args else tiny.models_dir
     done = picogpt("hi", "--models_dir", str(models_dir), *args)
     assert_one_line_error(done, message)
+
+
+CHECKPOINT_FILES = ("checkpoint", DATA, "model.ckpt.index", "model.ckpt.meta")
+
+
+def test_once_converted_the_checkpoint_files_can_go(tiny, tmp_path, serve):
+    """Deleting the TensorFlow files after conversion leaves generate, --score and --explain
+    working, with no network request (the server would record one)."""
+    models_dir = tmp_path / "models"
+    shutil.copytree(tiny.models_dir, models_dir)
+    commands = [("hi", "--n_tokens", "8"), ("The cat sat.", "--score", "--json"),
+                ("hi", "--n_tokens", "3", "--explain", str(tmp_path / "page.html"))]
+    before = [picogpt(*args, "--models_dir", str(models_dir)) for args in commands]
+    for name in CHECKPOINT_FILES:
+        (models_dir / "124M" / name).unlink()
+    server = serve(tmp_path)  # serves nothing useful; it only counts requests
+    for args, first in zip(commands, before):
+        again = picogpt(*args, "--models_dir", str(models_dir), "--base_url", server.url)
+        assert again.returncode == 0, again.stderr
+        assert again.stdout == first.stdout
+    assert server.requests == []
+
+
+def test_a_changed_converted_file_is_caught_even_without_the_checkpoint(faulty, tiny,
+                                                                         tmp_path):
+    """Start-up compares each file's size and modification time with the manifest's, so a
+    byte written into a .npy is caught before it changes any output: params/ is rebuilt, here
+    from a fresh download because the checkpoint was deleted."""
+    server = faulty()
+    models_dir = tmp_path / "models"
+    first = picogpt("hi", "--n_tokens", "8", "--models_dir", str(models_dir), "--base_url",
+                    server.url)
+    assert first.returncode == 0, first.stderr
+    for name in CHECKPOINT_FILES:
+        (models_dir / "124M" / name).unlink()
+    tensor = models_dir / "124M" / "params" / "wte.npy"
+    with open(tensor, "r+b") as f:  # one byte, in place: same size
+        f.seek(-100, os.SEEK_END)
+        byte = f.read(1)
+        f.seek(-100, os.SEEK_END)
+        f.write(bytes([byte[0] ^ 0x40]))
+    server.requests.clear()
+    again = picogpt("hi", "--n_tokens", "8", "--models_dir", str(models_dir), "--base_url",
+                    server.url)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == first.stdout
+    assert sorted(name for name, _ in server.requests) == sorted(CHECKPOINT_FILES)
+    assert "picogpt: converted" in again.stderr  # params/ was written anew
+
+
+def test_the_first_conversion_says_what_it_does_and_what_deleting_frees(tiny, tmp_path):
+    models_dir = tmp_path / "models"
+    shutil.copytree(tiny.models_dir, models_dir)
+    shutil.rmtree(models_dir / "124M" / "params")
+    done = picogpt("hi", "--n_tokens", "2", "--models_dir", str(models_dir))
+    assert done.returncode == 0, done.stderr
+    freed = sum((models_dir / "124M" / name).stat().st_size for name in CHECKPOINT_FILES)
+    assert done.stderr == (f"picogpt: converted {models_dir / '124M'} to params/. The "
+                           f"TensorFlow checkpoint files (model.ckpt.*, checkpoint) are no "
+                           f"longer needed: deleting them frees {freed / 1e6:,.0f} MB.\n")
+    again = picogpt("hi", "--n_tokens", "2", "--models_dir", str(models_dir))
+    assert again.stderr == "" and again.stdout == done.stdout
+
+
+def test_ctrl_c_during_conversion_prints_one_line_and_the_next_run_converts(gpt2_124m,
+                                                                            tmp_path):
+    model_dir = tmp_path / "models" / "124M"
+    model_dir.mkdir(parents=True)
+    for name in FILES:
+        os.link(gpt2_124m.model_dir / name, model_dir / name)  # no copy of ~500 MB
+    process = subprocess.Popen([str(PICOGPT), "hi", "--n_tokens", "2", "--models_dir",
+                                str(tmp_path / "models")], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while len(list(model_dir.glob("params.tmp-*/*.npy"))) < 10:  # converting, a few tensors in
+        assert time.monotonic() < deadline and process.poll() is None, process.stderr.read()
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130 and stdout == ""
+    last = [text for text in stderr.replace("\r", "\n").splitlines() if text.strip()][-1]
+    assert last == (f"picogpt: conversion stopped; nothing half-written is kept in {model_dir}, "
+                    f"and the next run converts again.")
+    assert "Traceback" not in stderr
+    assert sorted(p.name for p in model_dir.iterdir() if p.name.startswith("params")) == []
+    again = picogpt("hi", "--n_tokens", "2", "--models_dir", str(tmp_path / "models"))
+    assert again.returncode == 0, again.stderr
+    assert (model_dir / "params" / "manifest.json").is_file()
+
+
+def test_without_tensorflow_conversion_stops_with_one_line(tiny, tmp_path):
+    models_dir = tmp_path / "models"
+    shutil.copytree(tiny.models_dir, models_dir)
+    shutil.rmtree(models_dir / "124M" / "params")
+    code = ("import sys; sys.modules['tensorflow'] = None; from picogpt.cli import main; "
+            "main(sys.argv[1:])")  # None in sys.modules makes `import tensorflow` fail
+    done = subprocess.run([str(Path(PICOGPT).parent / "python"), "-c", code, "hi",
+                           "--models_dir", str(models_dir)], capture_output=True, text=True)
+    assert_one_line_error(done, "needs TensorFlow, which is not installed")
+    assert "or run a Hugging Face folder with --hf" in done.stderr
+
+
+def test_416_for_a_part_file_larger_than_the_file_starts_it_again(faulty, tiny, tmp_path):
+    server = faulty(lambda name, n: "416" if name == DATA and n == 0 else "ok")
+    model_dir = tmp_path / "124M"
+    model_dir.mkdir()
+    size = (tiny.model_dir / DATA).stat().st_size
+    (model_dir / f"{DATA}.part").write_bytes(b"x" * (size + 10))  # more than the whole file
+    fetch(server, model_dir)
+    assert [r for r in server.requests if r[0] == DATA] == [(DATA, f"bytes={size + 10}-"),
+                                                            (DATA, None)]
+    assert_correct_or_absent(model_dir, tiny)
+    assert (model_dir / DATA).exists()
+
+
+def test_a_resume_at_the_wrong_place_is_thrown_away_and_fetched_again(faulty, tiny, tmp_path):
+    server = faulty(lambda name, n: ("drop" if n == 0 else "wrong-range" if n == 1 else "ok")
+                    if name == DATA else "ok")
+    model_dir = tmp_path / "124M"
+    fetch(server, model_dir)
+    ranges = [r for n, r in server.requests if n == DATA]
+    assert ranges[0] is None and ranges[1].startswith("bytes=") and ranges[2] is None
+    assert_correct_or_absent(model_dir, tiny)
+    assert (model_dir / DATA).exists()
+
+
+def test_another_4xx_is_one_line_naming_the_status(faulty, tmp_path):
+    server = faulty(lambda name, n: "403")
+    done = picogpt("hi", "--models_dir", str(tmp_path / "models"), "--base_url", server.url)
+    assert_one_line_error(done, "answered HTTP 403: check the download address")
+    assert len(server.requests) == 1  # a 4xx is not retried
+
+
+def test_stale_conversion_folders_are_removed(tiny, tmp_path):
+    models_dir = tmp_path / "models"
+    shutil.copytree(tiny.models_dir, models_dir)
+    shutil.rmtree(models_dir / "124M" / "params")
+    stale = models_dir / "124M" / "params.tmp-99999"  # left by a run killed mid-conversion
+    stale.mkdir()
+    (stale / "wte.npy").write_bytes(b"half a file")
+    done = picogpt("hi", "--n_tokens", "2", "--models_dir", str(models_dir))
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in (models_dir / "124M").glob("params*")) == ["params"]
