@@ -9,6 +9,7 @@ import copy
 import functools
 import http.server
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -20,6 +21,24 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 MAKE_CHECKPOINT = ROOT / "scripts" / "make_checkpoint.py"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_proxies():
+    """Every server in these tests is on 127.0.0.1: a proxy set in the environment (requests
+    honours HTTP_PROXY, ALL_PROXY ...) would send their requests elsewhere and fail them."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in [name for name in os.environ if name.lower().endswith("_proxy")]:
+            patch.delenv(name)
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def torch_threads():
+    """torch on the machine's two cores, set when the session starts rather than at import."""
+    import torch
+
+    torch.set_num_threads(2)
 
 
 @dataclass
@@ -48,6 +67,16 @@ def convert(checkpoint: Checkpoint) -> None:
             "load('124M', sys.argv[1])")
     subprocess.run([sys.executable, "-c", code, str(checkpoint.models_dir)], check=True,
                    capture_output=True)
+
+
+def import_make_checkpoint():
+    """scripts/make_checkpoint.py as a module, with sys.path as it was before."""
+    sys.path.insert(0, str(MAKE_CHECKPOINT.parent))
+    try:
+        import make_checkpoint
+    finally:
+        sys.path.remove(str(MAKE_CHECKPOINT.parent))
+    return make_checkpoint
 
 
 # Seeds chosen so that 40 greedy tokens on the sharp weights are varied and every top-1/top-2
@@ -90,9 +119,7 @@ def tiny_end(tmp_path_factory) -> EndingCheckpoint:
     <|endoftext|> swapped. Neither token was seen before that step, so everything before it is
     unchanged and there the logits trade places: <|endoftext|> becomes the greedy pick.
     """
-    sys.path.insert(0, str(MAKE_CHECKPOINT.parent))
-    import make_checkpoint
-
+    make_checkpoint = import_make_checkpoint()
     from picogpt import generate
     from picogpt.load import nest
 

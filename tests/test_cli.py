@@ -32,6 +32,14 @@ from picogpt.load import read_encoder
     (["--prompt_file", "/no/such/file"], "cannot read --prompt_file /no/such/file: No such"),
     (["hi", "--prompt_file", "/etc/hostname"], "give the prompt as text or with --prompt_file"),
     (["hi", "--stop", ""], "stop='' is not a text to stop at"),
+    (["hi", "--candidates", "3", "--n_samples", "2"], "--candidates and --explain show one "
+                                                      "sample; drop --n_samples."),
+    (["hi", "--explain", "x.html", "--n_samples", "2"], "--candidates and --explain show one "
+                                                        "sample; drop --n_samples."),
+    (["hi", "--json"], "--json works with --score; add --score to score text."),
+    (["hi", "--stride", "64"], "--stride works with --score; add --score to score text."),
+    (["hi", "--score", "--top", "-1"], "top=-1 is not a whole number from 0 to 50257."),
+    (["hi", "--score", "--top", "50258"], "top=50258 is not a whole number from 0 to 50257."),
 ])
 def test_bad_input_is_one_line_and_exit_code_1(tiny, args, message):
     done = picogpt(*args, "--models_dir", str(tiny.models_dir))
@@ -149,11 +157,50 @@ def test_stop_text_is_not_printed_and_works_across_tokens(tiny_end, vocab_dir):
                                   f"{full[: full.index(stop)]}\n" for i in (1, 2))
 
 
-def test_unicode_prompts_work(tiny):
+def test_unicode_prompts_reach_the_encoder_and_the_text_is_the_librarys(tiny, vocab_dir):
     for prompt in ["日本語 😀 עברית", "\x07bell\x1b[0m", "\u202eright-to-left override"]:
         done = picogpt(prompt, "--n_tokens", "4", "--models_dir", str(tiny.models_dir))
         assert done.returncode == 0, done.stderr
-        assert done.stdout.endswith("\n")
+        assert done.stdout == continuation(tiny, vocab_dir, prompt, 4) + "\n"
+
+
+@pytest.mark.parametrize("flags, settings", [
+    (["--top_k", "20", "--temperature", "0.5"], {"top_k": 20, "temperature": 0.5}),
+    (["--top_p", "0.7"], {"top_p": 0.7}),
+    (["--top_k", "40", "--repetition_penalty", "3"], {"top_k": 40, "repetition_penalty": 3.0}),
+    (["-r", "3", "--top_k", "40"], {"top_k": 40, "repetition_penalty": 3.0}),
+], ids=["temperature", "top_p", "repetition_penalty", "-r"])
+def test_sampling_flags_reach_the_engine(tiny, vocab_dir, flags, settings):
+    """The CLI's text is the library's with the same settings, and not the text without the
+    flag under test (so a flag that was dropped on the way would show)."""
+    prompt, args = "Alan Turing", ["--n_tokens", "12", "--seed", "4", "--models_dir",
+                                   str(tiny.models_dir)]
+    done = picogpt(prompt, *flags, *args)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == continuation(tiny, vocab_dir, prompt, 12, seed=4, **settings) + "\n"
+    tested = next(name for name in ("temperature", "top_p", "repetition_penalty")
+                  if name in settings)
+    others = {key: value for key, value in settings.items() if key != tested}
+    if tested == "top_p":
+        others = {"top_k": 50257}  # sampling from every token: top_p=1
+    without = continuation(tiny, vocab_dir, prompt, 12, seed=4, **others)
+    assert done.stdout != without + "\n"
+
+
+def test_n_samples_with_sampling_prints_each_librarys_sample(tiny, vocab_dir):
+    encoder = read_encoder(vocab_dir)
+    hparams, params = load(tiny.models_dir)
+    done = picogpt("Alan Turing", "--n_samples", "3", "--top_k", "30", "--seed", "7",
+                   "--n_tokens", "8", "--models_dir", str(tiny.models_dir))
+    assert done.returncode == 0, done.stderr
+    samples = [[] for _ in range(3)]
+    for i, token in generate(encoder.encode("Alan Turing"), params, hparams["n_head"], 8,
+                             top_k=30, seed=7, n_samples=3):
+        samples[i].append(token)
+    assert len({tuple(sample) for sample in samples}) == 3  # sampling: three different texts
+    assert done.stdout == "".join(f"{'=' * 20} sample {i + 1} of 3 {'=' * 20}\n"
+                                  f"{encoder.decode(sample)}\n"
+                                  for i, sample in enumerate(samples))
 
 
 def test_help_shows_every_flag_with_its_default_and_what_it_does():
@@ -186,3 +233,14 @@ def test_streamed_text_is_the_decoded_text_with_split_characters_held_back(vocab
                for _ in range(rng.integers(0, 30))]
         pieces = list(stream_text(ids, encoder))
         assert "".join(pieces) == encoder.decode(ids)
+
+
+def test_python_dash_m_picogpt_is_the_command(tiny):
+    import subprocess
+    import sys
+
+    args = ["Alan Turing", "--n_tokens", "5", "--models_dir", str(tiny.models_dir)]
+    module = subprocess.run([sys.executable, "-m", "picogpt", *args], capture_output=True,
+                            text=True, timeout=300)
+    assert module.returncode == 0, module.stderr
+    assert module.stdout == picogpt(*args).stdout

@@ -337,6 +337,24 @@ def test_finished_samples_leave_the_batch(tiny_end, monkeypatch):
     assert batch_sizes == [sum(n > j for n in lengths) for j in range(11)]
 
 
+@pytest.mark.parametrize("penalty", [1.0, 1.3])
+def test_samples_that_outlive_others_equal_themselves_drawn_alone(tiny_end, penalty):
+    """When samples end and leave the batch, the rows kept (cache, penalty memory, generator)
+    are those of the samples still running: each one equals the same sample drawn alone."""
+    hparams, params = load(tiny_end.models_dir)
+    ids, n_head = tiny_end.prompt_ids, hparams["n_head"]
+    # top-k 5, seed 0: samples end after 1, 3, 5 and 7 tokens, among survivors whose
+    # histories differ, so a row of another sample kept by mistake changes what follows
+    settings = {"top_k": 5, "seed": 0, "repetition_penalty": penalty}
+    batch = draw(ids, params, n_head, 12, n_samples=6, **settings)
+    lengths = [len(sample) for sample in batch]
+    assert len({n for n in lengths if n < 12}) >= 3 and max(lengths) == 12
+    sampling = Sampling(5, None, 1.0, penalty)
+    for i, sample in enumerate(batch):  # sample i alone: its own generator, from (seed, i)
+        alone = decode_samples(ids, params, n_head, 12, sampling, [sample_rngs(0, 6)[i]])
+        assert [token for _, token in alone] == sample
+
+
 def test_stop_text_across_two_tokens_ends_the_sample(tiny_end, vocab_dir):
     from picogpt.load import read_encoder
 

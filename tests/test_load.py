@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -130,3 +131,26 @@ def test_hparams_that_do_not_fit_the_tensors_are_named(tiny, tmp_path):
     with pytest.raises(PicoGPTError, match=r"n_embd=128.* does not match the checkpoint: "
                                            r"h0.attn.c_attn.b should be \(384,\) but is \(192,\)"):
         load_encoder_hparams_and_params("124M", str(models_dir))
+
+
+def damage(path: Path, text: str) -> None:
+    path.write_text(text, encoding="utf-8")
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("hparams.json", '{"n_vocab": 50257, "n_ctx": 128, "n_embd": 64, "n_head": "4", '
+                     '"n_layer": 2}', "is not GPT-2 hparams (it needs positive integers n_vocab, "
+                                      "n_ctx, n_embd, n_head, n_layer); delete it"),
+    ("hparams.json", '{"n_vocab": 50257, "n_ctx": 128, "n_embd": 64, "n_head": 5, '
+                     '"n_layer": 2}', "n_embd=64 is not a multiple of n_head=5"),
+    ("encoder.json", '{"a": 0, "<|endoftext|>": 50256}', "is not GPT-2's token table (50257 "
+                                                          "tokens, <|endoftext|> = 50256)"),
+    ("vocab.bpe", "#version: 0.2\na b\nc d\n", "is not GPT-2's merge list (50000 pairs)"),
+])
+def test_damaged_hparams_or_vocabulary_is_one_line(tiny, tmp_path, name, content, message):
+    models_dir = tmp_path / "models"
+    shutil.copytree(tiny.models_dir, models_dir)
+    damage(models_dir / "124M" / name, content)
+    with pytest.raises(PicoGPTError, match=re.escape(message)):
+        load_encoder_hparams_and_params("124M", str(models_dir))
+    assert_one_line_error(picogpt("hi", "--models_dir", str(models_dir)), message)

@@ -22,7 +22,6 @@ from picogpt.transformer import (
     sinusoidal_positions,
 )
 
-torch.set_num_threads(2)
 D_MODEL, N_HEAD, D_FF, N_VOCAB, PAD, BOS, EOS = 32, 4, 64, 24, 0, 1, 2
 
 
@@ -140,6 +139,17 @@ def test_masks_are_float32_and_combine_by_adding():
     assert np.array_equal(allowed[1], [[1, 0, 0], [1, 0, 0], [1, 0, 0]])
 
 
+def torch_causal_mask(n: int) -> torch.Tensor:  # [n, n], -inf above the diagonal
+    """torch's own causal mask for its Transformer, independent of picogpt's causal_mask."""
+    return torch.nn.Transformer.generate_square_subsequent_mask(n)
+
+
+def test_causal_mask_hides_what_torchs_mask_hides():
+    for n in (1, 2, 7):
+        np.testing.assert_array_equal(causal_mask(n) < 0, torch_causal_mask(n).numpy() < 0)
+        assert causal_mask(n).dtype == np.float32
+
+
 @pytest.mark.parametrize("n_q, n_k, causal", [(6, 6, True), (4, 7, False)])
 def test_multi_head_attention_equals_torch(n_q, n_k, causal):
     rng = np.random.default_rng(0)
@@ -150,10 +160,12 @@ def test_multi_head_attention_equals_torch(n_q, n_k, causal):
     attn_mask = (causal_mask(n_q) if causal else  # cross: a fixed pattern, key 0 always open
                  np.where(rng.random((n_q, n_k)) < 0.3, np.float32(-1e10), np.float32(0)))
     attn_mask[:, 0] = 0
+    # torch's own causal mask, not one made from picogpt's
+    torch_mask = (torch_causal_mask(n_q) if causal else torch.from_numpy(attn_mask < 0))
     with torch.no_grad():
         expected, _ = module(torch.from_numpy(x), torch.from_numpy(memory),
                              torch.from_numpy(memory), key_padding_mask=torch.from_numpy(
-                                 ~real(key_ids)), attn_mask=torch.from_numpy(attn_mask < 0))
+                                 ~real(key_ids)), attn_mask=torch_mask)
     got = multi_head_attention(x, memory, **attention_params(module), n_head=N_HEAD,
                                mask=padding_mask(key_ids, PAD) + attn_mask)
     assert got.shape == (3, n_q, D_MODEL) and got.dtype == np.float32
@@ -172,7 +184,7 @@ def test_encoder_and_decoder_layers_equal_torch(norm_first):
     dec = randomize(torch.nn.TransformerDecoderLayer(**settings), 5)
     with torch.no_grad():
         memory = enc(torch.from_numpy(x), src_key_padding_mask=torch.from_numpy(~real(src)))
-        out = dec(torch.from_numpy(y), memory, tgt_mask=torch.from_numpy(causal_mask(6) < 0),
+        out = dec(torch.from_numpy(y), memory, tgt_mask=torch_causal_mask(6),
                   tgt_key_padding_mask=torch.from_numpy(~real(tgt)),
                   memory_key_padding_mask=torch.from_numpy(~real(src)))
     got_memory = encoder_layer(x, **encoder_layer_params(enc), n_head=N_HEAD,
@@ -193,7 +205,7 @@ def test_a_two_layer_transformer_equals_torch_end_to_end(norm_first):
     tgt[:, 0] = BOS
     with torch.no_grad():
         expected = model(torch_embed(embedding, src), torch_embed(embedding, tgt),
-                         tgt_mask=torch.from_numpy(causal_mask(5) < 0),
+                         tgt_mask=torch_causal_mask(5),
                          src_key_padding_mask=torch.from_numpy(~real(src)),
                          tgt_key_padding_mask=torch.from_numpy(~real(tgt)),
                          memory_key_padding_mask=torch.from_numpy(~real(src)))
@@ -250,7 +262,7 @@ def torch_greedy(model, embedding, src: np.ndarray, n_tokens: int) -> np.ndarray
         tgt = np.full((len(src), 1), BOS)
         for _ in range(n_tokens):
             out = model.decoder(torch_embed(embedding, tgt), memory,
-                                tgt_mask=torch.from_numpy(causal_mask(tgt.shape[1]) < 0),
+                                tgt_mask=torch_causal_mask(tgt.shape[1]),
                                 tgt_key_padding_mask=torch.from_numpy(~real(tgt)),
                                 memory_key_padding_mask=torch.from_numpy(~real(src)))
             next_ids = (out[:, -1] @ embedding.weight.T).argmax(-1).numpy()
@@ -278,7 +290,7 @@ def test_greedy_seq2seq_gives_torchs_ids(norm_first):
         memory = model.encoder(torch_embed(embedding, src),
                                src_key_padding_mask=torch.from_numpy(~real(src)))
         out = model.decoder(torch_embed(embedding, tgt), memory,
-                            tgt_mask=torch.from_numpy(causal_mask(tgt.shape[1]) < 0),
+                            tgt_mask=torch_causal_mask(tgt.shape[1]),
                             tgt_key_padding_mask=torch.from_numpy(~real(tgt)),
                             memory_key_padding_mask=torch.from_numpy(~real(src)))
         torch_logits = (out @ embedding.weight.T).numpy()
