@@ -13,6 +13,7 @@ read "hello, world" as a tuple, 123 as an int, and parse a long prompt as Python
 import ctypes
 import difflib
 import inspect
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -242,6 +243,9 @@ def main(argv: list[str] | None = None) -> None:
     except PicoGPTError as e:
         print(f"picogpt: {e}", file=sys.stderr)
         sys.exit(1)
+    except BrokenPipeError:  # the reader left (picogpt ... | head): stop quietly, as cat does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error at exit
+        sys.exit(141)  # the shell's code for a process ended by SIGPIPE
     except KeyboardInterrupt as e:  # keep what was printed; 130 is the shell's code for Ctrl-C
         print(f"\npicogpt: {e.args[0]}" if e.args else "", file=sys.stderr)
         sys.exit(130)

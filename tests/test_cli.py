@@ -244,3 +244,18 @@ def test_python_dash_m_picogpt_is_the_command(tiny):
                             text=True, timeout=300)
     assert module.returncode == 0, module.stderr
     assert module.stdout == picogpt(*args).stdout
+
+
+def test_a_reader_that_leaves_early_ends_picogpt_quietly(tiny):
+    """`picogpt ... | head -1`: once the pipe closes, no traceback, exit code 141 (SIGPIPE)."""
+    import subprocess
+
+    from test_load import PICOGPT
+
+    process = subprocess.Popen([str(PICOGPT), "hi", "--n_tokens", "100", "--candidates", "3",
+                                "--models_dir", str(tiny.models_dir)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    process.stdout.readline()  # the header line, then the reader goes away
+    process.stdout.close()
+    stderr = process.stderr.read()
+    assert process.wait(timeout=60) == 141 and stderr == b""

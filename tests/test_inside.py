@@ -134,6 +134,26 @@ def checkpoint(request):
     return request.getfixturevalue(request.param)
 
 
+def test_every_row_of_the_logit_lens_is_transformers_final_norm_and_head(tiny):
+    """Row l: transformers' own ln_f and lm_head applied to its hidden state after l blocks
+    (hidden_states[l]; the last one already has ln_f applied, so the last row uses logits)."""
+    hparams, params = load(tiny.models_dir)
+    ids = prompt_ids(12, seed=4)
+    _, values = trace(ids, params, hparams["n_head"], names=set(residual_names(hparams["n_layer"])))
+    lens_ids, lens_probs = logit_lens(values, params, top=3)
+    model = hf_model(tiny, float64=True)
+    with torch.no_grad():
+        out = model(torch.tensor([ids]), output_hidden_states=True)
+        rows = [model.lm_head(model.transformer.ln_f(h[0])) for h in out.hidden_states[:-1]]
+        rows.append(out.logits[0])
+    for layer, logits in enumerate(rows):
+        probs = torch.softmax(logits, -1)
+        best = torch.topk(probs, 3)
+        ties = (best.values[:, 2] - torch.topk(probs, 4).values[:, 3]) > 1e-7
+        assert np.array_equal(lens_ids[layer][ties.numpy()], best.indices.numpy()[ties.numpy()])
+        np.testing.assert_allclose(lens_probs[layer], best.values.numpy(), rtol=1e-4, atol=1e-8)
+
+
 def test_the_logit_lens_last_row_is_the_models_prediction(tiny):
     hparams, params = load(tiny.models_dir)
     ids = prompt_ids(12, seed=4)
@@ -286,3 +306,34 @@ def test_a_64_token_page_of_the_124m_shape_stays_under_5_mb(gpt2_124m, tmp_path)
                    str(path), "--models_dir", str(gpt2_124m.models_dir))
     assert done.returncode == 0, done.stderr
     assert 1_000_000 < path.stat().st_size < 5_000_000
+
+
+def test_candidates_flag_prints_transformers_probabilities_and_entropy(tiny, vocab_dir):
+    """--candidates' numbers against an independent computation: transformers' logits at each
+    step's position, its TopKLogitsWarper, and the entropy of what is left, in float64."""
+    from transformers import TopKLogitsWarper
+
+    encoder = read_encoder(vocab_dir)
+    done = picogpt("Alan Turing", "--n_tokens", "6", "--candidates", "4", "--top_k", "10",
+                   "--seed", "2", "--models_dir", str(tiny.models_dir))
+    assert done.returncode == 0, done.stderr
+    rows = done.stdout.splitlines()[1:7]
+    hparams, params = load(tiny.models_dir)
+    prompt = encoder.encode("Alan Turing")
+    tokens = [step.token for step in generate(prompt, params, hparams["n_head"], 6, top_k=10,
+                                              seed=2, candidates=4)]
+    with torch.no_grad():
+        logits = hf_model(tiny, float64=True)(torch.tensor([prompt + tokens])).logits[0]
+    for step, row in enumerate(rows):
+        scores = logits[len(prompt) - 1 + step][None]  # what step `step` was picked from
+        before = torch.softmax(scores, -1)[0]
+        after = torch.softmax(TopKLogitsWarper(10)(None, scores.clone()), -1)[0]
+        kept = after[after > 0]
+        entropy = float(-(kept * kept.log()).sum())
+        assert float(row[21:28]) == pytest.approx(entropy, abs=1e-3)  # printed with 3 decimals
+        pairs = re.findall(r"(\S+) +-> (\S+)", row[28:])
+        best = torch.argsort(before, descending=True)[:4]
+        assert len(pairs) == 4
+        for (b, a), i in zip(pairs, best):  # 3 significant digits, most likely first
+            assert float(b) == pytest.approx(float(before[i]), rel=5e-3)
+            assert float(a) == pytest.approx(float(after[i]), rel=5e-3)

@@ -136,6 +136,14 @@ def test_the_cli_json_and_top_give_the_models_numbers(tiny, vocab_dir):
         np.testing.assert_allclose([t["prob"] for t in token["top"]], best.values, atol=1e-5)
         assert token["rank"] == 1 + int((probs[position] > probs[position, token["id"]]).sum())
     assert result["perplexity"] == pytest.approx(math.exp(result["nll_nats"] / len(ids)))
+    # the totals against transformers over the same windows, not against the JSON's own NLL
+    expected = reference_logprobs(tiny, ids, 64, hparams["n_ctx"])
+    assert result["nll_nats"] == pytest.approx(-expected.sum(), abs=1e-3)
+    assert result["perplexity"] == pytest.approx(math.exp(-expected.mean()), rel=1e-5)
+    n_bytes = len(TEXT.encode("utf-8"))
+    assert result["n_bytes"] == n_bytes
+    assert result["bits_per_byte"] == pytest.approx(-expected.sum() / math.log(2) / n_bytes,
+                                                    rel=1e-5)
 
 
 @pytest.mark.parametrize("args, message", [
