@@ -82,6 +82,14 @@ def faulty(tiny, tmp_path, serve):
     return lambda fault=lambda name, n: "ok": serve(root, FaultyHandler, fault=fault)
 
 
+def default_sigint() -> None:
+    """In the child, before picogpt starts: Ctrl-C raises KeyboardInterrupt, as in a terminal.
+
+    A process started in the background by a non-interactive shell (CI's, or `nohup ... &`)
+    inherits SIGINT ignored, and Python then installs no handler: SIGINT would do nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def assert_correct_or_absent(model_dir: Path, tiny) -> None:
     """Every one of the seven files in model_dir is either the real file or not there."""
     for name in FILES:
@@ -189,7 +197,8 @@ def test_a_download_killed_midway_leaves_no_complete_looking_file(faulty, tiny, 
     models_dir = tmp_path / "models"
     env = {**os.environ, "PICOGPT_BASE_URL": slow.url}
     process = subprocess.Popen([str(PICOGPT), "hi", "--models_dir", str(models_dir)], env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=default_sigint)
     part = models_dir / "124M" / f"{DATA}.part"
     deadline = time.time() + 60
     while not (part.exists() and part.stat().st_size > 100_000) and time.time() < deadline:
@@ -288,7 +297,7 @@ def test_ctrl_c_while_generating_keeps_the_text_and_exits_130(gpt2_124m):
 
     process = subprocess.Popen([str(PICOGPT), "hi", "--n_tokens", "900", "--models_dir",
                                 str(gpt2_124m.models_dir)], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE)
+                               stderr=subprocess.PIPE, preexec_fn=default_sigint)
     # generation has started and is streaming; os.read, not stdout.read: a buffered read could
     # take more bytes than one into a buffer that communicate() then never looks at
     first = os.read(process.stdout.fileno(), 1)
@@ -398,7 +407,7 @@ def test_ctrl_c_during_conversion_prints_one_line_and_the_next_run_converts(gpt2
         os.link(gpt2_124m.model_dir / name, model_dir / name)  # no copy of ~500 MB
     process = subprocess.Popen([str(PICOGPT), "hi", "--n_tokens", "2", "--models_dir",
                                 str(tmp_path / "models")], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+                               stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
     deadline = time.monotonic() + 120
     while len(list(model_dir.glob("params.tmp-*/*.npy"))) < 10:  # converting, a few tensors in
         assert time.monotonic() < deadline and process.poll() is None, process.stderr.read()
