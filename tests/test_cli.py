@@ -1,6 +1,7 @@
 """The picogpt command as a user runs it: a subprocess, its output and its exit code."""
 
 import inspect
+import json
 import re
 
 import numpy as np
@@ -110,24 +111,58 @@ def test_a_misspelt_flag_is_refused_before_anything_loads(flag, value, guess, tm
     assert not models_dir.exists()
 
 
-def test_the_short_flags_help_shows_work(tiny, vocab_dir):
+def test_the_short_flags_help_shows_work(tiny, tiny_end, vocab_dir, tmp_path):
+    """Each short flag fire's --help lists does what its long flag does, where it changes the
+    output (-h stays help, as everywhere, though fire lists it for --hf)."""
     done = picogpt("--help", env={"PAGER": "cat"})
-    shorts = re.findall(r"^    (-\w), --(\w+)=", done.stdout + done.stderr, re.M)
-    assert ("-r", "repetition_penalty") in shorts
-    prompt = "Alan Turing"
-    for short, name in shorts:
-        value = {"repetition_penalty": "1.3", "candidates": "0", "explain": None,
-                 "json": None}.get(name, "skip")
-        if value is None or value == "skip":
-            continue
-        done = picogpt(prompt, short, value, "--n_tokens", "4", "--models_dir",
-                       str(tiny.models_dir))
+    shorts = dict(re.findall(r"^    (-\w), --(\w+)=", done.stdout + done.stderr, re.M))
+    assert shorts == {"-r": "repetition_penalty", "-i": "ignore_end", "-j": "json",
+                      "-c": "candidates", "-e": "explain", "-b": "base_url", "-h": "hf"}
+    ending = read_encoder(vocab_dir).decode(tiny_end.prompt_ids)  # ends early unless -i
+    cases = {  # short flag: (the rest of the command, the flag's value, output files)
+        "-r": (["Alan Turing", "--top_k", "20", "--seed", "1"], ["1.3"], False),
+        "-i": ([ending, "--n_tokens", "12"], [], False),
+        "-j": (["Alan Turing", "--score"], [], False),
+        "-c": (["Alan Turing"], ["3"], False),
+        "-e": (["Alan Turing"], [str(tmp_path / "page.html")], True),
+        "-b": (["Alan Turing"], ["http://127.0.0.1:9"], False),  # files present: not used
+    }
+    for short, (args, value, writes) in cases.items():
+        models = ["--models_dir", str((tiny_end if short == "-i" else tiny).models_dir)]
+        long = picogpt(*args, f"--{shorts[short]}", *value, "--n_tokens", "6", *models)
+        page = (tmp_path / "page.html").read_bytes() if writes else None
+        plain = picogpt(*args, "--n_tokens", "6", *models)
+        done = picogpt(*args, short, *value, "--n_tokens", "6", *models)
         assert done.returncode == 0, (short, done.stderr)
-        assert done.stdout == picogpt(prompt, f"--{name}", value, "--n_tokens", "4",
-                                      "--models_dir", str(tiny.models_dir)).stdout
+        assert done.stdout == long.stdout, short
+        if writes:
+            assert (tmp_path / "page.html").read_bytes() == page
+        elif short != "-b":
+            assert done.stdout != plain.stdout, short  # the flag changed something
+    help_ = picogpt("-h", env={"PAGER": "cat"})
+    assert help_.returncode == 0 and "FLAGS" in help_.stdout + help_.stderr
     for prompt in ["-5", "hi", "ri"]:  # not a short flag: a prompt (which hi once was not)
         assert picogpt(prompt, "--n_tokens", "3", "--models_dir", str(tiny.models_dir)).stdout \
             == continuation(tiny, vocab_dir, prompt, 3) + "\n"
+
+
+def test_score_stride_reaches_the_windows_on_a_text_longer_than_the_context(tiny, vocab_dir):
+    from picogpt import score
+
+    encoder = read_encoder(vocab_dir)
+    text = long_text(2_000)
+    ids = encoder.encode(text)
+    hparams, params = load(tiny.models_dir)
+    assert len(ids) > 2 * hparams["n_ctx"]  # several windows
+    results = {}
+    for stride in (32, 128):
+        done = picogpt(text, "--score", "--json", "--stride", str(stride), "--models_dir",
+                       str(tiny.models_dir))
+        assert done.returncode == 0, done.stderr
+        results[stride] = [token["logprob"] for token in json.loads(done.stdout)["tokens"]]
+        np.testing.assert_allclose(results[stride], score(ids, params, hparams["n_head"],
+                                                          stride=stride), atol=1e-6)
+    assert not np.allclose(results[32], results[128])  # the stride changed the contexts
 
 
 def test_end_of_text_ends_the_output_unless_ignore_end(tiny_end, vocab_dir):

@@ -64,9 +64,9 @@ class FaultyHandler(QuietHandler):
             self.wfile.flush()
             time.sleep(2)  # the client's time-out in these tests is 0.5 s
             self.close_connection = True
-        elif fault == "trickle":
-            for i in range(0, len(body), 16384):
-                self.wfile.write(body[i : i + 16384])
+        elif fault == "trickle":  # ~6 MB/s: the tiny checkpoint's 13 MB file takes ~2 s
+            for i in range(0, len(body), 65536):
+                self.wfile.write(body[i : i + 65536])
                 time.sleep(0.01)
         else:
             self.wfile.write(body)
