@@ -339,3 +339,68 @@ def test_candidates_flag_prints_transformers_probabilities_and_entropy(tiny, voc
         for (b, a), i in zip(pairs, best):  # 3 significant digits, most likely first
             assert float(b) == pytest.approx(float(before[i]), rel=5e-3)
             assert float(a) == pytest.approx(float(after[i]), rel=5e-3)
+
+
+def test_a_long_page_keeps_the_last_positions_attention_at_the_right_offset(tiny_end, vocab_dir,
+                                                                             browser, tmp_path):
+    """Past ATTENTION_BYTES the page keeps the attention of the last positions only; each cell
+    must still name and show its own query and key. The logit lens and the wpe picture are the
+    engine's numbers too."""
+    from picogpt.page import ATTENTION_BYTES, N_WPE
+
+    encoder = read_encoder(vocab_dir)
+    hparams, params = load(tiny_end.models_dir)
+    prompt = " ".join(f"item{i}" for i in range(200))  # ~400 tokens
+    path = tmp_path / "long.html"
+    done = picogpt(prompt, "--n_tokens", "2", "--explain", str(path), "--models_dir",
+                   str(tiny_end.models_dir))
+    assert done.returncode == 0, done.stderr
+    ids = encoder.encode(prompt)
+    ids += [step.token for step in generate(ids, params, hparams["n_head"], 2, candidates=10)]
+    n_layer, n_head = hparams["n_layer"], hparams["n_head"]
+    n_kept = int((ATTENTION_BYTES / (n_layer * n_head * 4)) ** 0.5)
+    first = len(ids) - n_kept
+    assert first > 20  # the page does crop
+    _, values = trace(ids, params, n_head)
+    lens_ids, lens_probs = logit_lens(values, params, top=3)
+
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(path.as_uri())
+    assert errors == []
+    assert page.locator("#attn-range").inner_text() == (
+        f"(positions {first} to {len(ids) - 1} only: the page keeps the last {n_kept} to stay "
+        f"small)")
+    page.select_option("#layer", "1")
+    page.select_option("#head", "2")
+    for q, k in [(0, 0), (n_kept - 1, 0), (n_kept - 1, n_kept - 1), (200, 57)]:
+        # the pointer at the first whole pixel inside the cell, as a mouse reports positions
+        # (cells are one pixel wide at this length, and the canvas has a border)
+        page.evaluate("""([q, k, n]) => { const c = document.getElementById("attn"),
+            r = c.getBoundingClientRect(), w = c.clientWidth / n, h = c.clientHeight / n;
+            c.dispatchEvent(new MouseEvent("mousemove", {
+                clientX: Math.ceil(r.left + c.clientLeft + k * w),
+                clientY: Math.ceil(r.top + c.clientTop + q * h)}));
+            }""", [q, k, n_kept])
+        tip = page.locator("#attn-tip").inner_text()
+        assert f"query {first + q} " in tip and f" key {first + k} " in tip, tip
+        expected = values["blocks.1.attn.pattern"][2, first + q, first + k]
+        assert float(tip.rsplit(" ", 1)[1]) == pytest.approx(expected, rel=1e-6, abs=1e-9)
+
+    rows = page.locator("#lens tr")
+    assert rows.count() == n_layer + 2  # the header and one row per residual stream
+    for layer in range(n_layer + 1):
+        cells = rows.nth(layer + 1).locator("td")
+        assert cells.count() == len(ids)
+        for i in (0, 7, len(ids) - 1):
+            text = visible(encoder.decode_bytes([int(lens_ids[layer, i, 0])]))
+            assert cells.nth(i).inner_text() == f"'{text}'\n{lens_probs[layer, i, 0]:.3f}"
+
+    wpe = np.asarray(params["wpe"][:N_WPE], np.float64)
+    unit = wpe / np.linalg.norm(wpe, axis=-1, keepdims=True)
+    expected = np.round(255 * np.clip(unit @ unit.T, 0, 1))  # the page's grey scale
+    pixels = page.evaluate("""() => { const c = document.getElementById("wpe");
+        return Array.from(c.getContext("2d").getImageData(0, 0, c.width, c.height).data); }""")
+    grey = np.array(pixels).reshape(N_WPE, N_WPE, 4)[:, :, 0]
+    assert np.abs(grey - expected).max() <= 1  # float32 similarity, rounded to 0..255
