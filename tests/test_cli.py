@@ -223,15 +223,15 @@ def test_sampling_flags_reach_the_engine(tiny, vocab_dir, flags, settings):
 
 
 def test_n_samples_with_sampling_prints_each_librarys_sample(tiny, vocab_dir):
-    encoder = read_encoder(vocab_dir)
-    hparams, params = load(tiny.models_dir)
+    from test_generate import draw
+
     done = picogpt("Alan Turing", "--n_samples", "3", "--top_k", "30", "--seed", "7",
                    "--n_tokens", "8", "--models_dir", str(tiny.models_dir))
     assert done.returncode == 0, done.stderr
-    samples = [[] for _ in range(3)]
-    for i, token in generate(encoder.encode("Alan Turing"), params, hparams["n_head"], 8,
-                             top_k=30, seed=7, n_samples=3):
-        samples[i].append(token)
+    encoder = read_encoder(vocab_dir)
+    hparams, params = load(tiny.models_dir)
+    samples = draw(encoder.encode("Alan Turing"), params, hparams["n_head"], 8, top_k=30,
+                   seed=7, n_samples=3)
     assert len({tuple(sample) for sample in samples}) == 3  # sampling: three different texts
     assert done.stdout == "".join(f"{'=' * 20} sample {i + 1} of 3 {'=' * 20}\n"
                                   f"{encoder.decode(sample)}\n"
