@@ -101,6 +101,10 @@ def run(prompt: str = "", n_tokens: int = 40, top_k: int | None = None,
                 raise PicoGPTError(f"--{name} works with --score; add --score to score text.")
         if (candidates or explain) and n_samples > 1:
             raise PicoGPTError("--candidates and --explain show one sample; drop --n_samples.")
+        if temperature != 1.0 and not sampling.sampling:  # a warning: the output is unchanged
+            print(f"picogpt: --temperature {temperature} has no effect on greedy decoding (each "
+                  f"token is the most likely one); add --top_k 40 or --top_p 0.9 to sample.",
+                  file=sys.stderr)
     if hf is not None and (model_size, models_dir, base_url) != ("124M", "models", None):
         raise PicoGPTError("--hf names the model to run; drop --model_size, --models_dir and "
                            "--base_url, which choose one of OpenAI's downloads.")

@@ -25,11 +25,15 @@ from .model import attention, ffn, future_mask, layer_norm, linear, merge_heads,
 NEG = -1e10  # model.future_mask's: exp(NEG - max) is 0 in float32; NEG + NEG is finite
 
 
-def sinusoidal_positions(n_pos: int, d_model: int) -> np.ndarray:  # -> [n_pos, d_model]
-    """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(the same angle)."""
+def sinusoidal_positions(n_pos: int, d_model: int,
+                         base: float = 10000.0) -> np.ndarray:  # -> [n_pos, d_model]
+    """PE(pos, 2i) = sin(pos / base^(2i/d_model)), PE(pos, 2i+1) = cos(the same angle).
+
+    The paper's base is 10000; a tutorial's small table may use another (seed 000: 100).
+    """
     assert d_model % 2 == 0, "sines and cosines come in pairs"
     pos = np.arange(n_pos)[:, None]  # [n_pos, 1]
-    angle = pos / 10000 ** (np.arange(0, d_model, 2) / d_model)  # [n_pos, d_model / 2], float64
+    angle = pos / base ** (np.arange(0, d_model, 2) / d_model)  # [n_pos, d_model / 2], float64
     pe = np.empty((n_pos, d_model), np.float32)
     pe[:, 0::2], pe[:, 1::2] = np.sin(angle), np.cos(angle)
     return pe

@@ -294,3 +294,14 @@ def test_a_reader_that_leaves_early_ends_picogpt_quietly(tiny):
     process.stdout.close()
     stderr = process.stderr.read()
     assert process.wait(timeout=60) == 141 and stderr == b""
+
+
+def test_temperature_without_sampling_says_it_changes_nothing(tiny, vocab_dir):
+    args = ["Alan Turing", "--n_tokens", "6", "--models_dir", str(tiny.models_dir)]
+    warm, plain = picogpt(*args, "--temperature", "0.7"), picogpt(*args)
+    assert warm.returncode == 0 and warm.stdout == plain.stdout  # greedy either way
+    assert warm.stderr == ("picogpt: --temperature 0.7 has no effect on greedy decoding (each "
+                           "token is the most likely one); add --top_k 40 or --top_p 0.9 to "
+                           "sample.\n")
+    sampled = picogpt(*args, "--temperature", "0.7", "--top_k", "40", "--seed", "1")
+    assert sampled.returncode == 0 and sampled.stderr == ""

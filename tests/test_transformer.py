@@ -115,6 +115,18 @@ def real(ids: np.ndarray) -> np.ndarray:
 
 # ---- tests ----------------------------------------------------------------------------------
 
+def test_the_base_keyword_reproduces_a_table_with_base_100():
+    """happy-llm's (seed 000) PositionEncoding(seq_len=4, d_model=4, n=100) table, computed
+    here from the formula with math.sin and math.cos."""
+    expected = [[f(pos / 100 ** (2 * i / 4)) for i in range(2) for f in (math.sin, math.cos)]
+                for pos in range(4)]
+    pe = sinusoidal_positions(4, 4, base=100.0)
+    np.testing.assert_allclose(pe, expected, atol=1e-6)  # float32
+    np.testing.assert_allclose(pe[1], [0.84147098, 0.54030231, 0.09983342, 0.99500417],
+                               atol=1e-6)  # the row the seed prints for pos 1
+    assert not np.allclose(sinusoidal_positions(4, 4), pe)  # the default is the paper's 10000
+
+
 @pytest.mark.parametrize("n_pos, d_model", [(1, 2), (17, 6), (60, 32), (300, 128)])
 def test_sinusoidal_positions_follow_the_formula_and_depend_on_distance_only(n_pos, d_model):
     pe = sinusoidal_positions(n_pos, d_model)
