@@ -109,7 +109,10 @@ def read_tokenizer(folder: Path) -> Encoder:
     if not isinstance(vocab, dict) or vocab.get("<|endoftext|>") != END_OF_TEXT:
         raise PicoGPTError(f"{folder / VOCAB} is not a GPT-2 vocabulary (it needs <|endoftext|> "
                            f"= {END_OF_TEXT}).")
-    lines = (folder / MERGES).read_text(encoding="utf-8").split("\n")
+    try:
+        lines = (folder / MERGES).read_text(encoding="utf-8").split("\n")
+    except (OSError, UnicodeDecodeError) as e:
+        raise PicoGPTError(f"cannot read {folder / MERGES}: {e}.") from None
     merges = [tuple(line.split()) for line in lines if line and not line.startswith("#version")]
     if not merges or any(len(merge) != 2 for merge in merges):
         raise PicoGPTError(f"{folder / MERGES} is not a BPE merge list (one pair per line).")

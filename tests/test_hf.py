@@ -216,7 +216,10 @@ def edit_config(**changes):
                                                       "GPT-2's tokenizer files"),
     (edit_config(n_embd=64), "does not fit"),
     (edit_config(activation_function="relu"), "sets activation_function='relu'"),
-], ids=["pytorch_bin_only", "not_gpt2", "no_merges", "wrong_shape", "other_activation"])
+    (lambda folder: (folder / "merges.txt").write_bytes(b"#version: 0.2\n\xff\xfe"),
+     "cannot read"),
+], ids=["pytorch_bin_only", "not_gpt2", "no_merges", "wrong_shape", "other_activation",
+        "merges_not_utf8"])
 def test_a_bad_folder_gets_one_line_and_exit_code_1(good_folder, tmp_path, change, message):
     folder = broken(good_folder, tmp_path, change)
     done = picogpt("Hello", "--hf", str(folder), "--n_tokens", "2")
