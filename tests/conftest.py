@@ -1,8 +1,8 @@
 """Shared fixtures: random-weight checkpoints in OpenAI's layout, references, a local server.
 
 Checkpoints are written by scripts/make_checkpoint.py in a child process, once per session, and
-converted there too, so this process reads only the .npy cache and never imports TensorFlow
-beside PyTorch. Nothing here touches the internet or a downloaded model.
+converted in that same child, so this process reads only the .npy cache and never imports
+TensorFlow beside PyTorch. Nothing here touches the internet or a downloaded model.
 """
 
 import copy
@@ -51,22 +51,22 @@ class Checkpoint:
 
 
 def write_checkpoint(root: Path, shape: str, seed: int, sharp: bool = True,
-                     extra: list[str] = ()) -> Checkpoint:
-    """Write a checkpoint of the given shape into root/models/124M with scripts/."""
+                     extra: list[str] = (), convert: bool = False) -> Checkpoint:
+    """Write a checkpoint of the given shape into root/models/124M with scripts/, in a child
+    process; with convert, let picogpt build its .npy cache in that same child (the step that
+    imports TensorFlow, which then starts once rather than twice)."""
     # picogpt only knows OpenAI's four sizes, so even the tiny shape lives in a "124M" folder
     model_dir = root / "models" / "124M"
-    cmd = [sys.executable, str(MAKE_CHECKPOINT), str(model_dir), "--size", shape,
-           "--seed", str(seed), "--reference", str(root / "reference.npz"), *extra]
-    subprocess.run(cmd + ["--sharp"] * sharp, check=True, capture_output=True)
+    args = [str(model_dir), "--size", shape, "--seed", str(seed), "--reference",
+            str(root / "reference.npz"), *extra, *["--sharp"] * sharp]
+    code = ("import runpy, sys; script, models_dir, *sys.argv[1:] = sys.argv[1:]; "
+            "runpy.run_path(script, run_name='__main__')")
+    if convert:
+        code += ("; from picogpt.load import load_encoder_hparams_and_params as load; "
+                 "load('124M', models_dir)")
+    subprocess.run([sys.executable, "-c", code, str(MAKE_CHECKPOINT), str(root / "models"),
+                    *args], check=True, capture_output=True)
     return Checkpoint(root / "models", model_dir, root / "reference.npz")
-
-
-def convert(checkpoint: Checkpoint) -> None:
-    """Let picogpt build its .npy cache in a child process (the step that imports TensorFlow)."""
-    code = ("import sys; from picogpt.load import load_encoder_hparams_and_params as load; "
-            "load('124M', sys.argv[1])")
-    subprocess.run([sys.executable, "-c", code, str(checkpoint.models_dir)], check=True,
-                   capture_output=True)
 
 
 def import_make_checkpoint():
@@ -88,17 +88,13 @@ SEEDS = {"tiny": 7, "124M": 0}
 @pytest.fixture(scope="session")
 def tiny(tmp_path_factory) -> Checkpoint:
     """Tiny GPT-2 (2 layers, n_embd 64, 4 heads, n_ctx 128), sharp weights, converted."""
-    checkpoint = write_checkpoint(tmp_path_factory.mktemp("tiny"), "tiny", SEEDS["tiny"])
-    convert(checkpoint)
-    return checkpoint
+    return write_checkpoint(tmp_path_factory.mktemp("tiny"), "tiny", SEEDS["tiny"], convert=True)
 
 
 @pytest.fixture(scope="session")
 def gpt2_124m(tmp_path_factory) -> Checkpoint:
     """GPT-2 in the 124M shape (~500 MB), sharp weights, converted; written once per session."""
-    checkpoint = write_checkpoint(tmp_path_factory.mktemp("124M"), "124M", SEEDS["124M"])
-    convert(checkpoint)
-    return checkpoint
+    return write_checkpoint(tmp_path_factory.mktemp("124M"), "124M", SEEDS["124M"], convert=True)
 
 
 @dataclass
@@ -133,8 +129,7 @@ def tiny_end(tmp_path_factory) -> EndingCheckpoint:
                     and 50256 not in out[: step + 1])
     root = tmp_path_factory.mktemp("tiny_end")
     checkpoint = write_checkpoint(root, "tiny", seed, extra=[
-        "--n_ctx", str(n_ctx), "--swap_tokens", str(out[end_step]), "50256"])
-    convert(checkpoint)
+        "--n_ctx", str(n_ctx), "--swap_tokens", str(out[end_step]), "50256"], convert=True)
     return EndingCheckpoint(checkpoint.models_dir, checkpoint.model_dir, checkpoint.reference,
                             prompt_ids, end_step, out[end_step])
 
@@ -208,13 +203,16 @@ def serve():
             ("127.0.0.1", 0), functools.partial(handler, directory=str(directory)))
         server.url, server.requests = f"http://127.0.0.1:{server.server_port}", []
         server.daemon_threads = True  # a stalled answer must not hold up shutdown
+        server.ending = threading.Event()  # set when the test is over: stalls end then
         for name, value in attributes.items():
             setattr(server, name, value)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        # shutdown() waits for the loop to look: every 0.5 s by default, 0.5 s of every test
+        threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
         servers.append(server)
         return server
 
     yield start
     for server in servers:
+        server.ending.set()
         server.shutdown()
         server.server_close()

@@ -1,4 +1,7 @@
-"""The picogpt command as a user runs it: a subprocess, its output and its exit code."""
+"""The picogpt command as a user runs it: its output and its exit code.
+
+Most runs call cli.main in this process (test_load.picogpt); what only a process shows (python
+-m, a closed pipe) runs the installed command in a child."""
 
 import inspect
 import json
@@ -6,7 +9,7 @@ import re
 
 import numpy as np
 import pytest
-from test_load import assert_one_line_error, picogpt
+from test_load import assert_one_line_error, picogpt, picogpt_child
 from test_model import load
 
 from picogpt import generate
@@ -278,7 +281,7 @@ def test_python_dash_m_picogpt_is_the_command(tiny):
     module = subprocess.run([sys.executable, "-m", "picogpt", *args], capture_output=True,
                             text=True, timeout=300)
     assert module.returncode == 0, module.stderr
-    assert module.stdout == picogpt(*args).stdout
+    assert module.stdout == picogpt_child(*args).stdout
 
 
 def test_a_reader_that_leaves_early_ends_picogpt_quietly(tiny):

@@ -1,5 +1,7 @@
 """The loader: download over HTTP, checkpoint -> nested params, the .npy cache."""
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -13,6 +15,7 @@ import pytest
 from conftest import write_checkpoint
 
 from picogpt import PicoGPTError
+from picogpt.cli import main
 from picogpt.download import FILES
 from picogpt.load import load_encoder_hparams_and_params
 
@@ -27,9 +30,37 @@ def published(checkpoint, root: Path) -> Path:
     return root
 
 
-def picogpt(*args, env=None, **kwargs):
+def picogpt_child(*args, env=None, **kwargs) -> subprocess.CompletedProcess:
+    """The installed `picogpt` command in a process of its own: for what only a process shows
+    (a first load that imports TensorFlow, signals, pipes, exit at start-up)."""
     return subprocess.run([str(PICOGPT), *args], capture_output=True, text=True, timeout=300,
                           env={**os.environ, **(env or {})}, **kwargs)
+
+
+def picogpt(*args, env=None, input=None) -> subprocess.CompletedProcess:
+    """The `picogpt` command run here: cli.main(args), with its stdin, stdout, stderr, exit
+    code and environment as a child would have them, without a child's ~0.6 s start-up.
+
+    A run that would convert a checkpoint must use picogpt_child: TensorFlow is never imported
+    beside PyTorch in the test process, so here it is blocked and the run would say it needs it.
+    """
+    stdin = io.TextIOWrapper(io.BytesIO((input or "").encode("utf-8")), encoding="utf-8")
+    stdout, stderr, code = io.StringIO(), io.StringIO(), 0
+    saved_env, saved_stdin = dict(os.environ), sys.stdin
+    os.environ.update(env or {})
+    sys.stdin, sys.modules["tensorflow"] = stdin, None  # None: `import tensorflow` fails
+    try:
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            main(list(args))
+    except SystemExit as e:  # sys.exit(n), and fire's own exits (help, usage errors)
+        code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+    finally:
+        sys.stdin = saved_stdin
+        del sys.modules["tensorflow"]
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return subprocess.CompletedProcess(["picogpt", *args], code, stdout.getvalue(),
+                                       stderr.getvalue())
 
 
 def assert_one_line_error(done, message: str) -> None:
@@ -52,8 +83,8 @@ def child_load(models_dir: Path) -> str:
 def test_cli_downloads_loads_prints_and_then_reuses_the_files(tiny, serve, tmp_path):
     server = serve(published(tiny, tmp_path / "site"))
     models_dir = tmp_path / "empty"
-    first = picogpt("Alan Turing theorized that", "--n_tokens", "12", "--models_dir",
-                    str(models_dir), env={"PICOGPT_BASE_URL": server.url})
+    first = picogpt_child("Alan Turing theorized that", "--n_tokens", "12", "--models_dir",
+                          str(models_dir), env={"PICOGPT_BASE_URL": server.url})
     assert first.returncode == 0, first.stderr
     assert sorted(r.split()[1] for r in server.requests) == sorted(f"/124M/{n}" for n in FILES)
     assert all((models_dir / "124M" / name).read_bytes()
@@ -74,8 +105,9 @@ def test_cli_downloads_loads_prints_and_then_reuses_the_files(tiny, serve, tmp_p
 
 def test_the_base_url_argument_beats_the_environment(tiny, serve, tmp_path):
     server = serve(published(tiny, tmp_path / "site"))
-    done = picogpt("", "--n_tokens", "3", "--models_dir", str(tmp_path / "m"), "--base_url",
-                   server.url, env={"PICOGPT_BASE_URL": "http://127.0.0.1:9/nothing"})
+    done = picogpt_child("", "--n_tokens", "3", "--models_dir", str(tmp_path / "m"),
+                         "--base_url", server.url,
+                         env={"PICOGPT_BASE_URL": "http://127.0.0.1:9/nothing"})
     assert done.returncode == 0, done.stderr
     assert len(server.requests) == len(FILES)
 

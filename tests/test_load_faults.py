@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import QuietHandler
-from test_load import PICOGPT, assert_one_line_error, picogpt, published
+from test_load import PICOGPT, assert_one_line_error, picogpt, picogpt_child, published
 
 from picogpt import PicoGPTError
 from picogpt.download import FILES, RETRIES, download_missing
@@ -27,10 +27,10 @@ class FaultyHandler(QuietHandler):
     """A file server that honours Range, and breaks the way server.fault(name, n) says.
 
     fault returns what to do with the n-th request (0-based) for a file: "ok", "drop" (send
-    half the body and close), "500", "404", "stall" (answer nothing for a while), "stall-mid"
-    (send half the body, then nothing for a while), "trickle" (send slowly), "ok-no-range" /
-    "drop-no-range" (ignore the Range header), "403" / "416" (those statuses), or "wrong-range"
-    (answer a Range request with 206 from byte 0).
+    half the body and close), "500", "404", "stall" (answer nothing until the test ends),
+    "stall-mid" (send half the body, then nothing until the test ends), "trickle" (send
+    slowly), "ok-no-range" / "drop-no-range" (ignore the Range header), "403" / "416" (those
+    statuses), or "wrong-range" (answer a Range request with 206 from byte 0).
     """
 
     def do_GET(self):
@@ -41,8 +41,8 @@ class FaultyHandler(QuietHandler):
         if fault in ("404", "500", "403", "416") or not path.is_file():
             self.send_error(int(fault) if fault in ("500", "403", "416") else 404)
             return
-        if fault == "stall":
-            time.sleep(3)
+        if fault == "stall":  # until the test ends: only the client's time-out ends the wait
+            server.ending.wait(60)
             return
         data, start = path.read_bytes(), 0
         ranged = self.headers.get("Range") and "no-range" not in fault
@@ -62,7 +62,7 @@ class FaultyHandler(QuietHandler):
         elif fault == "stall-mid":
             self.wfile.write(body[: len(body) // 2])
             self.wfile.flush()
-            time.sleep(2)  # the client's time-out in these tests is 0.5 s
+            server.ending.wait(60)  # as for "stall"
             self.close_connection = True
         elif fault == "trickle":  # ~6 MB/s: the tiny checkpoint's 13 MB file takes ~2 s
             for i in range(0, len(body), 65536):
@@ -212,10 +212,10 @@ def test_a_download_killed_midway_leaves_no_complete_looking_file(faulty, tiny, 
             f"picogpt: download stopped; {part} is kept, and the next run resumes it.")
     assert not (models_dir / "124M" / DATA).exists() and part.exists()
     assert_correct_or_absent(models_dir / "124M", tiny)
-    # the next run resumes the part and ends with the real files and text
-    done = picogpt("hi", "--n_tokens", "5", "--models_dir", str(models_dir),
-                   env={"PICOGPT_BASE_URL": faulty().url})
-    assert done.returncode == 0, done.stderr
+    # the next download asks for the rest of the part, and ends with the real files
+    kept, resumed = part.stat().st_size, faulty()
+    fetch(resumed, models_dir / "124M")
+    assert [r for name, r in resumed.requests if name == DATA] == [f"bytes={kept}-"]
     assert all((models_dir / "124M" / name).exists() for name in FILES)
     assert_correct_or_absent(models_dir / "124M", tiny)
 
@@ -239,14 +239,15 @@ def test_two_processes_downloading_at_once_end_with_one_correct_copy(faulty, tin
 def test_a_file_truncated_after_download_is_fetched_again(faulty, tiny, tmp_path):
     server = faulty()
     models_dir = tmp_path / "models"
-    first = picogpt("hi", "--n_tokens", "5", "--models_dir", str(models_dir), "--base_url",
-                    server.url)
+    fetch(server, models_dir / "124M")  # a complete download, recorded in download.json
     data = models_dir / "124M" / DATA
     data.write_bytes(data.read_bytes()[:1000])
     server.requests.clear()
-    again = picogpt("hi", "--n_tokens", "5", "--models_dir", str(models_dir), "--base_url",
-                    server.url)
-    assert again.returncode == 0 and again.stdout == first.stdout
+    again = picogpt_child("hi", "--n_tokens", "5", "--models_dir", str(models_dir),
+                          "--base_url", server.url)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == picogpt("hi", "--n_tokens", "5", "--models_dir",
+                                   str(tiny.models_dir)).stdout
     assert [name for name, _ in server.requests] == [DATA]
     assert_correct_or_absent(models_dir / "124M", tiny)
 
@@ -257,7 +258,7 @@ def test_a_truncated_checkpoint_placed_by_hand_is_refused_by_name(tiny, tmp_path
     for name in FILES:
         shutil.copy(tiny.model_dir / name, model_dir / name)
     (model_dir / DATA).write_bytes((tiny.model_dir / DATA).read_bytes()[:5000])
-    done = picogpt("hi", "--models_dir", str(tmp_path / "models"))
+    done = picogpt_child("hi", "--models_dir", str(tmp_path / "models"))
     assert_one_line_error(done, "delete its model.ckpt.* files to download them again")
     assert done.stdout == ""
     assert done.stderr.startswith(f"picogpt: cannot read the checkpoint in {model_dir}")
@@ -271,7 +272,7 @@ def test_a_damaged_converted_cache_is_rebuilt_not_used(tiny, tmp_path):
     damaged = bytearray(tensor.read_bytes())
     damaged[-4000:-3996] = np.float32(1e6).tobytes()  # one weight: same size, wrong value
     tensor.write_bytes(bytes(damaged))
-    again = picogpt("hi", "--n_tokens", "8", "--models_dir", str(models_dir))
+    again = picogpt_child("hi", "--n_tokens", "8", "--models_dir", str(models_dir))
     assert again.returncode == 0 and again.stdout == first.stdout
     assert tensor.read_bytes() != bytes(damaged)  # rebuilt from the checkpoint
     manifest = json.loads((models_dir / "124M" / "params" / "manifest.json").read_text())
@@ -285,7 +286,7 @@ def test_a_malformed_cache_manifest_is_rebuilt(tiny, tmp_path):
     manifest = models_dir / "124M" / "params" / "manifest.json"
     good = json.loads(manifest.read_text())
     manifest.write_text(json.dumps({**good, "tensors": {"wte": {}}}))  # valid JSON, no shape
-    again = picogpt("hi", "--n_tokens", "4", "--models_dir", str(models_dir))
+    again = picogpt_child("hi", "--n_tokens", "4", "--models_dir", str(models_dir))
     assert again.returncode == 0, again.stderr
     assert again.stdout == first.stdout
     assert len(json.loads(manifest.read_text())["tensors"]) > 1
@@ -365,8 +366,8 @@ def test_a_changed_converted_file_is_caught_even_without_the_checkpoint(faulty, 
     from a fresh download because the checkpoint was deleted."""
     server = faulty()
     models_dir = tmp_path / "models"
-    first = picogpt("hi", "--n_tokens", "8", "--models_dir", str(models_dir), "--base_url",
-                    server.url)
+    fetch(server, models_dir / "124M")
+    first = picogpt_child("hi", "--n_tokens", "8", "--models_dir", str(models_dir))
     assert first.returncode == 0, first.stderr
     for name in CHECKPOINT_FILES:
         (models_dir / "124M" / name).unlink()
@@ -377,8 +378,8 @@ def test_a_changed_converted_file_is_caught_even_without_the_checkpoint(faulty, 
         f.seek(-100, os.SEEK_END)
         f.write(bytes([byte[0] ^ 0x40]))
     server.requests.clear()
-    again = picogpt("hi", "--n_tokens", "8", "--models_dir", str(models_dir), "--base_url",
-                    server.url)
+    again = picogpt_child("hi", "--n_tokens", "8", "--models_dir", str(models_dir),
+                          "--base_url", server.url)
     assert again.returncode == 0, again.stderr
     assert again.stdout == first.stdout
     assert sorted(name for name, _ in server.requests) == sorted(CHECKPOINT_FILES)
@@ -389,7 +390,7 @@ def test_the_first_conversion_says_what_it_does_and_what_deleting_frees(tiny, tm
     models_dir = tmp_path / "models"
     shutil.copytree(tiny.models_dir, models_dir)
     shutil.rmtree(models_dir / "124M" / "params")
-    done = picogpt("hi", "--n_tokens", "2", "--models_dir", str(models_dir))
+    done = picogpt_child("hi", "--n_tokens", "2", "--models_dir", str(models_dir))
     assert done.returncode == 0, done.stderr
     freed = sum((models_dir / "124M" / name).stat().st_size for name in CHECKPOINT_FILES)
     assert done.stderr == (f"picogpt: converted {models_dir / '124M'} to params/. The "
@@ -420,7 +421,7 @@ def test_ctrl_c_during_conversion_prints_one_line_and_the_next_run_converts(gpt2
                     f"and the next run converts again.")
     assert "Traceback" not in stderr
     assert sorted(p.name for p in model_dir.iterdir() if p.name.startswith("params")) == []
-    again = picogpt("hi", "--n_tokens", "2", "--models_dir", str(tmp_path / "models"))
+    again = picogpt_child("hi", "--n_tokens", "2", "--models_dir", str(tmp_path / "models"))
     assert again.returncode == 0, again.stderr
     assert (model_dir / "params" / "manifest.json").is_file()
 
@@ -475,6 +476,6 @@ def test_stale_conversion_folders_are_removed(tiny, tmp_path):
     stale = models_dir / "124M" / "params.tmp-99999"  # left by a run killed mid-conversion
     stale.mkdir()
     (stale / "wte.npy").write_bytes(b"half a file")
-    done = picogpt("hi", "--n_tokens", "2", "--models_dir", str(models_dir))
+    done = picogpt_child("hi", "--n_tokens", "2", "--models_dir", str(models_dir))
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in (models_dir / "124M").glob("params*")) == ["params"]
