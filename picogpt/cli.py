@@ -81,7 +81,8 @@ def run(prompt: str = "", n_tokens: int = 40, top_k: int | None = None,
         explain: Also write this HTML page of the run, to open offline in a browser: tokens
             with ids and bytes, each step's candidates, attention of every layer and head,
             the logit lens, and the position embeddings.
-        model_size: GPT-2 size to use: 124M, 355M, 774M or 1558M. Downloaded on first use.
+        model_size: GPT-2 size to use: 124M, 355M, 774M or 1558M (downloaded on first use),
+            or the name of a folder in models_dir that python -m picogpt.train wrote.
         models_dir: Folder that holds (or will hold) the downloaded models.
         base_url: Where to download models from; defaults to $PICOGPT_BASE_URL, then OpenAI's.
         hf: Instead of OpenAI's files, run a GPT-2 saved in Hugging Face's format: a folder

@@ -48,16 +48,21 @@ HPARAMS = ("n_vocab", "n_ctx", "n_embd", "n_head", "n_layer")
 def load_encoder_hparams_and_params(model_size: str = "124M", models_dir: str = "models",
                                     base_url: str | None = None) -> tuple[Encoder, dict, dict]:
     """Download a GPT-2 size if needed and return its (encoder, hparams, params)."""
-    if model_size not in MODEL_SIZES:
-        raise PicoGPTError(f"unknown model size {model_size!r}; choose one of "
-                           f"{', '.join(MODEL_SIZES)}.")
     model_dir = Path(models_dir) / model_size
-    url = download_url(model_size, base_url)
+    released = model_size in MODEL_SIZES  # else a folder of one's own: picogpt.train's
+    if not released and not (model_dir / "hparams.json").is_file():
+        raise PicoGPTError(f"unknown model size {model_size!r}; choose one of "
+                           f"{', '.join(MODEL_SIZES)}, or the name of a model folder in "
+                           f"{models_dir} (python -m picogpt.train writes one).")
     arrays = read_params(model_dir)  # once converted, the checkpoint files are not needed
-    download_missing(model_dir, url, [name for name in FILES
-                                      if arrays is None or name not in CHECKPOINT])
+    if released:
+        download_missing(model_dir, download_url(model_size, base_url),
+                         [name for name in FILES if arrays is None or name not in CHECKPOINT])
     hparams = read_hparams(model_dir)
     encoder = read_encoder(model_dir)
+    if arrays is None and not released and checkpoint_fingerprint(model_dir) is None:
+        raise PicoGPTError(f"{model_dir / 'params'} is missing or damaged, and {model_dir} has "
+                           f"no checkpoint to rebuild it from; train the model again.")
     if arrays is None:
         with model_lock(model_dir):
             arrays = read_params(model_dir) or build_params(model_dir)
@@ -128,10 +133,11 @@ def read_params(model_dir: Path) -> dict[str, np.ndarray] | None:
     try:
         for name, meta in manifest["tensors"].items():
             file = params_dir / f"{name}.npy"
-            if stamp(file) != meta["stamp"]:  # written to since it was verified
-                return None
             array = np.asarray(np.load(file, mmap_mode="r"))
             if list(array.shape) != meta["shape"] or array.dtype != np.float32:
+                return None
+            # touched since it was verified: by a copy (cp -r) that kept every byte, or not
+            if stamp(file) != meta["stamp"] and crc32(array) != meta["crc32"]:
                 return None
             arrays[name] = array
     except (OSError, ValueError, KeyError, TypeError, AttributeError):  # missing or malformed
@@ -146,28 +152,12 @@ def crc32(array: np.ndarray) -> int:
 
 def build_params(model_dir: Path) -> dict[str, np.ndarray]:
     """Convert the TensorFlow checkpoint into params/, check it, then read it back."""
-    params_dir = model_dir / "params"
-    tmp_dir = model_dir / f"params.tmp-{os.getpid()}"
-    for stale in model_dir.glob("params.*"):  # left by a run that was killed mid-way
-        shutil.rmtree(stale, ignore_errors=True)
-    tmp_dir.mkdir()
     try:
-        tensors = write_tensors(model_dir, tmp_dir)
+        arrays = write_params(model_dir, read_checkpoint(model_dir),
+                              source=checkpoint_fingerprint(model_dir))
     except KeyboardInterrupt:  # the CLI prints this and exits 130
-        shutil.rmtree(tmp_dir, ignore_errors=True)
         raise KeyboardInterrupt(f"conversion stopped; nothing half-written is kept in "
                                 f"{model_dir}, and the next run converts again.") from None
-    except BaseException:
-        shutil.rmtree(tmp_dir, ignore_errors=True)
-        raise
-    write_json_atomic(tmp_dir / "manifest.json", {"format": PARAMS_FORMAT, "tensors": tensors,
-                                                  "source": checkpoint_fingerprint(model_dir)})
-    if params_dir.exists():  # readers that mapped the old files keep them until they exit
-        params_dir.rename(model_dir / f"params.old-{os.getpid()}")
-    tmp_dir.rename(params_dir)
-    shutil.rmtree(model_dir / f"params.old-{os.getpid()}", ignore_errors=True)
-    arrays = read_params(model_dir)
-    assert arrays is not None, "params/ was just written"
     freed = sum((model_dir / name).stat().st_size for name in CHECKPOINT
                 if (model_dir / name).is_file())
     tqdm.write(f"picogpt: converted {model_dir} to params/. The TensorFlow checkpoint files "
@@ -176,10 +166,43 @@ def build_params(model_dir: Path) -> dict[str, np.ndarray]:
     return arrays
 
 
-def write_tensors(model_dir: Path, out_dir: Path) -> dict[str, dict]:
-    """Write each checkpoint tensor as out_dir/<name>.npy, read it back, check its CRC-32."""
+def write_params(model_dir: Path, named_arrays, source) -> dict[str, np.ndarray]:
+    """Write (flat name, array) pairs as model_dir/params/, whole or not at all; read it back."""
+    params_dir = model_dir / "params"
+    tmp_dir = model_dir / f"params.tmp-{os.getpid()}"
+    for stale in model_dir.glob("params.*"):  # left by a run that was killed mid-way
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp_dir.mkdir(parents=True)
+    try:
+        tensors = write_tensors(named_arrays, tmp_dir)
+    except BaseException:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+        raise
+    write_json_atomic(tmp_dir / "manifest.json", {"format": PARAMS_FORMAT, "tensors": tensors,
+                                                  "source": source})
+    if params_dir.exists():  # readers that mapped the old files keep them until they exit
+        params_dir.rename(model_dir / f"params.old-{os.getpid()}")
+    tmp_dir.rename(params_dir)
+    shutil.rmtree(model_dir / f"params.old-{os.getpid()}", ignore_errors=True)
+    arrays = read_params(model_dir)
+    assert arrays is not None, "params/ was just written"
+    return arrays
+
+
+def save_model(model_dir: Path, hparams: dict[str, int], params: dict, vocab_dir: Path) -> None:
+    """Write a model folder that loads like a converted download: hparams.json, GPT-2's
+    encoder.json and vocab.bpe from vocab_dir, and params/ (no TensorFlow checkpoint)."""
+    model_dir.mkdir(parents=True, exist_ok=True)
+    for name in ("encoder.json", "vocab.bpe"):
+        shutil.copyfile(vocab_dir / name, model_dir / name)
+    write_json_atomic(model_dir / "hparams.json", {key: hparams[key] for key in HPARAMS})
+    write_params(model_dir, flatten(params).items(), source=None)
+
+
+def write_tensors(named_arrays, out_dir: Path) -> dict[str, dict]:
+    """Write each (name, array) as out_dir/<name>.npy, read it back, check its CRC-32."""
     tensors = {}
-    for name, array in read_checkpoint(model_dir):
+    for name, array in named_arrays:
         if name.endswith(".w"):  # see PARAMS_FORMAT
             array = np.asfortranarray(array)
         file = out_dir / f"{name}.npy"
@@ -236,6 +259,23 @@ def nest(arrays: dict[str, np.ndarray]) -> dict[str, Any]:
             node = node.setdefault(key, {})
         node[leaf] = array
     return params
+
+
+def flatten(params: dict) -> dict[str, np.ndarray]:
+    """The inverse of nest: params["blocks"][3]["attn"]["c_attn"]["w"] -> "h3.attn.c_attn.w"."""
+    flat = {}
+
+    def walk(node, name: str) -> None:
+        if isinstance(node, dict):
+            for key, child in node.items():
+                walk(child, f"{name}.{key}" if name else key)
+        else:
+            flat[name] = node
+
+    walk({key: value for key, value in params.items() if key != "blocks"}, "")
+    for i, block in enumerate(params["blocks"]):
+        walk(block, f"h{i}")
+    return flat
 
 
 def expected_shapes(hparams: dict[str, int]) -> dict[str, tuple[int, ...]]:

@@ -165,11 +165,14 @@ def _hf_model_float64(model):
 
 @functools.cache
 def _hf_model(hparams_json: Path, reference: Path):
+    return hf_model_of(json.loads(hparams_json.read_text()), dict(np.load(reference)))
+
+
+def hf_model_of(hparams: dict, arrays: dict[str, np.ndarray]):
+    """GPT2LMHeadModel with the given arrays, keyed by OpenAI's TensorFlow names."""
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    hparams = json.loads(hparams_json.read_text())
-    arrays = dict(np.load(reference))
     config = GPT2Config(vocab_size=hparams["n_vocab"], n_positions=hparams["n_ctx"],
                         n_embd=hparams["n_embd"], n_layer=hparams["n_layer"],
                         n_head=hparams["n_head"], activation_function="gelu_new",

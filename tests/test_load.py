@@ -37,9 +37,10 @@ def picogpt_child(*args, env=None, **kwargs) -> subprocess.CompletedProcess:
                           env={**os.environ, **(env or {})}, **kwargs)
 
 
-def picogpt(*args, env=None, input=None) -> subprocess.CompletedProcess:
-    """The `picogpt` command run here: cli.main(args), with its stdin, stdout, stderr, exit
-    code and environment as a child would have them, without a child's ~0.6 s start-up.
+def picogpt(*args, env=None, input=None, entry=main) -> subprocess.CompletedProcess:
+    """The `picogpt` command run here: cli.main(args) (or another entry point's main), with
+    its stdin, stdout, stderr, exit code and environment as a child would have them, without a
+    child's ~0.6 s start-up.
 
     A run that would convert a checkpoint must use picogpt_child: TensorFlow is never imported
     beside PyTorch in the test process, so here it is blocked and the run would say it needs it.
@@ -51,7 +52,7 @@ def picogpt(*args, env=None, input=None) -> subprocess.CompletedProcess:
     sys.stdin, sys.modules["tensorflow"] = stdin, None  # None: `import tensorflow` fails
     try:
         with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-            main(list(args))
+            entry(list(args))
     except SystemExit as e:  # sys.exit(n), and fire's own exits (help, usage errors)
         code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
     finally:

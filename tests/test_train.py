@@ -1,0 +1,245 @@
+"""The backward pass, AdamW and the train command, against torch's autograd and optimiser, and
+against finite differences that need neither."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import hf_model_of, hf_name
+from test_load import assert_one_line_error, picogpt
+
+from picogpt import generate, load_encoder_hparams_and_params
+from picogpt.load import flatten, nest
+from picogpt.model import gpt2, softmax
+from picogpt.train import adamw, init_params, loss_and_grads, main, train
+
+
+def random_params(hparams: dict, seed: int) -> dict:
+    """float32 weights with every part random (layer-norm gains and biases too), so that no
+    gradient is zero or symmetric by construction."""
+    rng = np.random.default_rng(seed)
+    params = init_params(hparams, rng)
+    return nest({name: (array + rng.normal(0, 0.1 if array.ndim == 1 else 0.05, array.shape)
+                        ).astype(np.float32) for name, array in flatten(params).items()})
+
+
+def float64(params: dict) -> dict:
+    return nest({name: array.astype(np.float64) for name, array in flatten(params).items()})
+
+
+def torch_loss_and_grads(hparams: dict, params: dict, inputs, targets, tied: bool = True):
+    """The same loss through transformers' GPT2LMHeadModel in float64, and torch's gradients
+    by Hugging Face name. Untied, lm_head is a copy of wte with a gradient of its own."""
+    import torch
+
+    arrays = {f"model/{name.replace('.', '/')}": array for name, array in flatten(params).items()}
+    model = hf_model_of(hparams, arrays).double()
+    if not tied:
+        model.lm_head.weight = torch.nn.Parameter(model.transformer.wte.weight.detach().clone())
+    logits = model(torch.from_numpy(inputs)).logits  # [n_batch, n_seq, n_vocab]
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                             torch.from_numpy(targets).reshape(-1))
+    loss.backward()
+    return loss.item(), {name: p.grad.numpy() for name, p in model.named_parameters()}
+
+
+def batch(hparams: dict, n_seq: int, seed: int):
+    """Two rows of random ids and targets; one token is an input three times, in both rows,
+    and one target is also an input of its row."""
+    rng = np.random.default_rng(seed)
+    inputs = rng.integers(0, hparams["n_vocab"], (2, n_seq))
+    inputs[0, 5] = inputs[1, 2] = inputs[0, 1]  # its wte row sums three gradients
+    targets = np.concatenate([inputs[:, 1:], rng.integers(0, hparams["n_vocab"], (2, 1))], 1)
+    targets[1, 3] = inputs[1, 0]
+    return inputs, targets
+
+
+SHAPES = {  # two shapes: GPT-2's vocabulary, small blocks; n_seq below n_ctx in the second
+    "2x64x4": ({"n_vocab": 50257, "n_ctx": 16, "n_embd": 64, "n_head": 4, "n_layer": 2}, 16),
+    "3x48x6": ({"n_vocab": 50257, "n_ctx": 32, "n_embd": 48, "n_head": 6, "n_layer": 3}, 11),
+}
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_loss_and_every_gradient_equal_torch_autograd(shape):
+    """float64 both sides, a batch of 2. Each gradient within 1e-4 of the largest entry of
+    torch's, which is where float64 round-off of sums over 50,257 logits stays by far."""
+    hparams, n_seq = SHAPES[shape]
+    params = random_params(hparams, seed=1)
+    inputs, targets = batch(hparams, n_seq, seed=2)
+    loss, grads = loss_and_grads(inputs, targets, float64(params), hparams["n_head"])
+    their_loss, theirs = torch_loss_and_grads(hparams, params, inputs, targets)
+    assert isinstance(loss, float) and abs(loss - their_loss) < 1e-10
+    ours = flatten(grads)
+    assert ours.keys() == flatten(params).keys()
+    for name, ours_one in ours.items():
+        theirs_one = theirs[hf_name(f"model/{name.replace('.', '/')}")]
+        assert ours_one.shape == flatten(params)[name].shape == theirs_one.shape, name
+        scale = np.abs(theirs_one).max()
+        assert scale > 0, name
+        np.testing.assert_allclose(ours_one, theirs_one, rtol=0, atol=1e-4 * scale,
+                                   err_msg=name)
+
+
+def test_wte_gradient_is_the_sum_of_its_two_uses():
+    """With lm_head untied in torch, wte's gradient splits into the embedding's (rows of the
+    inputs only) and the unembedding's (every row): picogpt's equals their sum, and both parts
+    matter on the input rows."""
+    hparams, n_seq = SHAPES["2x64x4"]
+    params = random_params(hparams, seed=3)
+    inputs, targets = batch(hparams, n_seq, seed=4)
+    _, grads = loss_and_grads(inputs, targets, float64(params), hparams["n_head"])
+    _, theirs = torch_loss_and_grads(hparams, params, inputs, targets, tied=False)
+    embed, unembed = theirs["transformer.wte.weight"], theirs["lm_head.weight"]
+    scale = np.abs(embed + unembed).max()
+    np.testing.assert_allclose(grads["wte"], embed + unembed, rtol=0, atol=1e-4 * scale)
+    rows = np.unique(inputs)
+    assert np.abs(embed[rows]).max() > 100 * 1e-4 * scale  # a gradient missing either part
+    assert np.abs(unembed[rows]).max() > 100 * 1e-4 * scale  # would fail the check above
+    assert np.abs(np.delete(embed, rows, axis=0)).max() == 0  # unseen rows: no embedding part
+
+
+def test_a_finite_difference_check_of_a_few_entries():
+    """Independent of torch: (loss(w + h) - loss(w - h)) / 2h with model.py's gpt2, float64."""
+    hparams = {"n_vocab": 50257, "n_ctx": 12, "n_embd": 32, "n_head": 4, "n_layer": 2}
+    params = float64(random_params(hparams, seed=4))
+    rng = np.random.default_rng(5)
+    inputs, targets = rng.integers(0, 50257, (2, 9)), rng.integers(0, 50257, (2, 9))
+
+    def loss_of(p):
+        probs = softmax(gpt2(inputs, **p, n_head=4))
+        return -np.mean(np.log(np.take_along_axis(probs, targets[..., None], axis=-1)))
+
+    _, grads = loss_and_grads(inputs, targets, params, 4)
+    flat, flat_grads = flatten(params), flatten(grads)
+    entries = [("wte", (int(inputs[0, 2]), 5)), ("wte", (int(targets[1, 4]), 7)),
+               ("wpe", (3, 1)), ("h0.attn.c_attn.w", (4, 70)), ("h1.attn.c_proj.b", (9,)),
+               ("h0.mlp.c_fc.w", (2, 100)), ("h1.ln_2.g", (17,)), ("ln_f.b", (30,))]
+    for name, index in entries:
+        array, h = flat[name], 1e-6
+        kept = array[index]
+        array[index] = kept + h
+        up = loss_of(params)
+        array[index] = kept - h
+        down = loss_of(params)
+        array[index] = kept
+        # central differences err by ~h^2 times the third derivative, plus round-off ~1e-16/h
+        assert abs((up - down) / (2 * h) - flat_grads[name][index]) < 1e-8, name
+
+
+def test_adamw_equals_torchs_adamw_over_three_steps():
+    """Decay on matrices only, as two torch parameter groups; betas (0.9, 0.95)."""
+    import torch
+
+    hparams = {"n_vocab": 50257, "n_ctx": 8, "n_embd": 16, "n_head": 2, "n_layer": 1}
+    params = float64(random_params(hparams, seed=6))
+    rng = np.random.default_rng(7)
+    steps = [{name: rng.normal(0, 1, a.shape) for name, a in flatten(params).items()}
+             for _ in range(3)]
+    tensors = {name: torch.tensor(a, requires_grad=True) for name, a in flatten(params).items()}
+    optimiser = torch.optim.AdamW(
+        [{"params": [t for t in tensors.values() if t.ndim == 2], "weight_decay": 0.1},
+         {"params": [t for t in tensors.values() if t.ndim != 2], "weight_decay": 0.0}],
+        lr=0.01, betas=(0.9, 0.95), eps=1e-8)
+    state = {"step": 0}
+    for grads in steps:
+        params, state = adamw(params, nest(grads), state, lr=0.01)
+        for name, tensor in tensors.items():
+            tensor.grad = torch.from_numpy(grads[name])
+        optimiser.step()
+    for name, array in flatten(params).items():
+        np.testing.assert_allclose(array, tensors[name].detach().numpy(), rtol=0, atol=1e-12,
+                                   err_msg=name)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, vocab_dir):
+    """A tiny GPT-2 trained for 40 steps on the first 10 kB of the shipped test corpus."""
+    root = tmp_path_factory.mktemp("trained")
+    text = root / "text.txt"
+    text.write_text((Path(__file__).parent / "data" / "corpus.txt").read_text(
+        encoding="utf-8")[:10_000], encoding="utf-8")
+    result = train(str(text), name="tiny", models_dir=str(root / "models"), n_layer=2,
+                   n_head=2, n_embd=32, n_ctx=32, n_batch=8, steps=40, lr=1e-2, seed=3,
+                   vocab_dir=str(vocab_dir))
+    return root / "models", result, text
+
+
+def test_a_short_run_lowers_the_held_out_loss_and_a_seed_repeats_it(trained, vocab_dir,
+                                                                    tmp_path):
+    """From ~ln(50257) = 10.8 nats at the start: 40 steps on 10 kB of text learn its commonest
+    tokens, which takes off at least 3 nats. The same seed gives the same weights."""
+    models_dir, result, text = trained
+    assert abs(result["held_out_loss_before"] - np.log(50257)) < 0.5
+    assert result["held_out_loss_after"] < result["held_out_loss_before"] - 3.0
+    again = train(str(text), name="again", models_dir=str(tmp_path), n_layer=2, n_head=2,
+                  n_embd=32, n_ctx=32, n_batch=8, steps=40, lr=1e-2, seed=3,
+                  vocab_dir=str(vocab_dir))
+    assert again["held_out_loss_after"] == result["held_out_loss_after"]
+    _, _, first = load_encoder_hparams_and_params("tiny", str(models_dir))
+    _, _, second = load_encoder_hparams_and_params("again", str(tmp_path))
+    for name, array in flatten(first).items():
+        np.testing.assert_array_equal(array, flatten(second)[name], err_msg=name)
+
+
+def test_the_trained_model_loads_and_the_picogpt_command_runs_it(trained):
+    models_dir, _, _ = trained
+    encoder, hparams, params = load_encoder_hparams_and_params("tiny", str(models_dir))
+    assert hparams == {"n_vocab": 50257, "n_ctx": 32, "n_embd": 32, "n_head": 2, "n_layer": 2}
+    ids = list(generate(encoder.encode("The"), params, hparams["n_head"], 12,
+                        stop_at_end=False))
+    done = picogpt("The", "--model_size", "tiny", "--models_dir", str(models_dir),
+                   "--n_tokens", "12", "--ignore_end")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == encoder.decode(ids) + "\n"
+
+
+def test_a_copied_model_folder_loads_and_a_damaged_one_says_to_train_again(trained, tmp_path):
+    models_dir, _, _ = trained
+    copy = tmp_path / "models"
+    shutil.copytree(models_dir / "tiny", copy / "tiny", copy_function=shutil.copyfile)  # new
+    _, _, params = load_encoder_hparams_and_params("tiny", str(copy))  # modification times
+    _, _, original = load_encoder_hparams_and_params("tiny", str(models_dir))
+    np.testing.assert_array_equal(params["wte"], original["wte"])
+    tensor = copy / "tiny" / "params" / "wpe.npy"
+    data = bytearray(tensor.read_bytes())
+    data[-8] ^= 0x40
+    tensor.write_bytes(bytes(data))
+    done = picogpt("hi", "--model_size", "tiny", "--models_dir", str(copy))
+    assert_one_line_error(done, "is missing or damaged, and")
+    assert "has no checkpoint to rebuild it from; train the model again." in done.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--n_embd", "30", "--n_head", "4"], "n_embd=30 is not a multiple of n_head=4."),
+    (["--steps", "0"], "steps=0 is not a whole number from 1 up."),
+    (["--seed", "-2"], "seed=-2 is not a whole number from 0 up."),
+    (["--n_ctx", "600"], "t.txt is 501 tokens; training on windows of 601 needs at least 1202"),
+])
+def test_bad_training_settings_are_one_line(args, message, tmp_path, vocab_dir):
+    text = tmp_path / "t.txt"
+    text.write_text("hello" + " hello" * 500)
+    done = picogpt(str(text), "--models_dir", str(tmp_path / "models"), "--vocab_dir",
+                   str(vocab_dir), *args, entry=main)
+    assert_one_line_error(done, message)
+    assert not (tmp_path / "models").exists()
+
+
+def test_python_dash_m_picogpt_train_writes_a_model_the_command_runs(tmp_path, vocab_dir):
+    text = tmp_path / "t.txt"
+    text.write_text("one two three four five six seven eight nine ten. " * 40)
+    done = subprocess.run([sys.executable, "-m", "picogpt.train", str(text), "--name", "count",
+                           "--models_dir", str(tmp_path), "--steps", "3", "--n_embd", "16",
+                           "--n_head", "2", "--n_ctx", "16", "--vocab_dir", str(vocab_dir)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    last = done.stderr.replace("\r", "\n").strip().splitlines()[-1]
+    assert last.startswith(f"picogpt: wrote {tmp_path / 'count'}. Loss on held-out text: ")
+    assert f"--model_size count --models_dir {tmp_path}" in last
+    ran = picogpt("one two", "--model_size", "count", "--models_dir", str(tmp_path),
+                  "--n_tokens", "3")
+    assert ran.returncode == 0 and ran.stderr == ""
