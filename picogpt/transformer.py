@@ -13,6 +13,16 @@ with no I/O or state. Params are nested dicts; parts that GPT-2 has too keep GPT
     attn, cross_attn: {"q", "k", "v", "c_proj"}, each {"w": [d_model, d_model], "b": [d_model]}
     mlp: {"c_fc": {"w": [d_model, d_ff], ...}, "c_proj": {"w": [d_ff, d_model], ...}}
 
+The paper could share one table because its source and target languages had one joint BPE
+vocabulary. With two vocabularies (seed 004's Transformer: enc_voc_size, dec_voc_size and a pad
+id for each), params hold "src_embed" [n_src_vocab, d_model] and "tgt_embed" [n_tgt_vocab,
+d_model] instead of "embed", and may hold "out" {"w": [d_model, n_tgt_vocab], "b"}, an output
+layer of its own (seed 004's fc) in place of the tied embedding; encode takes the source's pad
+id and decode the target's.
+
+Dropout is not here: it is the identity at inference. In training it would sit after the
+embeddings plus positions, and on each sublayer's output before it is added to the residual.
+
 Masks are additive float32 arrays shaped [..., n_q, n_k]: 0 where a query may look at a key,
 NEG where it may not. They combine by adding (`padding_mask(tgt) + causal_mask(n)` is
 [..., n, n]) and broadcast over the batch by NumPy's rules; attention adds a head axis.
@@ -100,10 +110,26 @@ def embed(ids: np.ndarray, table: np.ndarray) -> np.ndarray:  # [..., n_seq] -> 
     return table[ids] * np.float32(d_model**0.5) + sinusoidal_positions(n_seq, d_model)
 
 
+def tables(params: dict) -> tuple[np.ndarray, np.ndarray]:
+    """The source's and the target's embedding tables: one shared table, or one each."""
+    if "embed" in params:
+        return params["embed"], params["embed"]
+    return params["src_embed"], params["tgt_embed"]
+
+
+def logits(x: np.ndarray, params: dict) -> np.ndarray:
+    """Scores over the target vocabulary: the output layer if params has one, else the target
+    embedding, transposed (tied, as in the paper and GPT-2)."""
+    # [..., n_tgt, d_model] -> [..., n_tgt, n_tgt_vocab]
+    if "out" in params:
+        return linear(x, **params["out"])
+    return x @ tables(params)[1].T
+
+
 def encode(src_ids: np.ndarray, params: dict, n_head: int, pad_id: int,
            norm_first: bool = False) -> np.ndarray:  # [..., n_src] -> [..., n_src, d_model]
-    """The encoder's output ("memory") for a batch of padded sources."""
-    x, mask = embed(src_ids, params["embed"]), padding_mask(src_ids, pad_id)
+    """The encoder's output ("memory") for a batch of sources padded with pad_id."""
+    x, mask = embed(src_ids, tables(params)[0]), padding_mask(src_ids, pad_id)
     for block in params["encoder"]["blocks"]:
         x = encoder_layer(x, **block, n_head=n_head, mask=mask, norm_first=norm_first)
     return layer_norm(x, **params["encoder"]["ln_f"])  # torch.nn.Transformer ends with a norm
@@ -111,9 +137,9 @@ def encode(src_ids: np.ndarray, params: dict, n_head: int, pad_id: int,
 
 def decode(tgt_ids: np.ndarray, memory: np.ndarray, params: dict, n_head: int, pad_id: int,
            memory_mask: np.ndarray, norm_first: bool = False) -> np.ndarray:
-    """The decoder's output for targets so far; `@ params["embed"].T` gives the logits."""
+    """The decoder's output for targets so far, padded with pad_id; `logits` scores it."""
     # [..., n_tgt], [..., n_src, d_model], memory_mask [..., 1, n_src] -> [..., n_tgt, d_model]
-    x = embed(tgt_ids, params["embed"])
+    x = embed(tgt_ids, tables(params)[1])
     mask = padding_mask(tgt_ids, pad_id) + causal_mask(tgt_ids.shape[-1])  # [..., n_tgt, n_tgt]
     for block in params["decoder"]["blocks"]:
         x = decoder_layer(x, memory, **block, n_head=n_head, mask=mask,
@@ -122,18 +148,21 @@ def decode(tgt_ids: np.ndarray, memory: np.ndarray, params: dict, n_head: int, p
 
 
 def greedy_seq2seq(src_ids: np.ndarray, params: dict, n_head: int, n_tokens: int, bos_id: int,
-                   eos_id: int, pad_id: int, norm_first: bool = False) -> np.ndarray:
+                   eos_id: int, pad_id: int, norm_first: bool = False,
+                   src_pad_id: int | None = None) -> np.ndarray:
     """Translate a batch of padded sources greedily: [n_batch, n_src] -> [n_batch, <= n_tokens].
 
     Each target starts with bos_id; a row that has produced eos_id is padded with pad_id
-    after it, and the loop ends when every row has.
+    after it, and the loop ends when every row has. The sources are padded with src_pad_id
+    (pad_id if not given: one vocabulary).
     """
-    memory = encode(src_ids, params, n_head, pad_id, norm_first)  # encoded once
-    memory_mask = padding_mask(src_ids, pad_id)
+    src_pad_id = pad_id if src_pad_id is None else src_pad_id
+    memory = encode(src_ids, params, n_head, src_pad_id, norm_first)  # encoded once
+    memory_mask = padding_mask(src_ids, src_pad_id)
     tgt = np.full((len(src_ids), 1), bos_id)  # [n_batch, 1]
     for _ in range(n_tokens):
         x = decode(tgt, memory, params, n_head, pad_id, memory_mask, norm_first)
-        next_ids = np.argmax(x[:, -1] @ params["embed"].T, axis=-1)  # [n_batch]
+        next_ids = np.argmax(logits(x[:, -1], params), axis=-1)  # [n_batch]
         finished = np.any(tgt == eos_id, axis=-1)
         tgt = np.concatenate([tgt, np.where(finished, pad_id, next_ids)[:, None]], axis=-1)
         if np.all(finished | (next_ids == eos_id)):

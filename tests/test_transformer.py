@@ -17,6 +17,7 @@ from picogpt.transformer import (
     encode,
     encoder_layer,
     greedy_seq2seq,
+    logits,
     multi_head_attention,
     padding_mask,
     sinusoidal_positions,
@@ -311,3 +312,59 @@ def test_greedy_seq2seq_gives_torchs_ids(norm_first):
                     norm_first) @ params["embed"].T
     np.testing.assert_allclose(logits[real(tgt)], torch_logits[real(tgt)], atol=1e-4)
     assert np.abs(np.diff(logits[0, :6], axis=0)).max() > 0.1  # positions differ
+
+
+# seed 004's Transformer: a source and a target vocabulary of their own sizes, a pad id for
+# each (its TokenEmbedding pads with 1), and an output layer with a bias (its fc)
+N_SRC, N_TGT, SRC_PAD, TGT_PAD = 11, 17, 1, 3
+
+
+def two_vocabulary_ids(rng, lengths: list[int], n: int, n_vocab: int, pad: int) -> np.ndarray:
+    ids = rng.integers(0, n_vocab, (len(lengths), n))
+    ids[ids == pad] = (pad + 1) % n_vocab  # pad only where a row has ended
+    for row, length in zip(ids, lengths):
+        row[length:] = pad
+    return ids
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_separate_source_and_target_vocabularies_and_pad_ids_equal_torch(norm_first):
+    """Logits at every real target position and greedy ids, against torch.nn.Transformer with
+    two nn.Embedding tables and an nn.Linear output layer."""
+    rng = np.random.default_rng(9)
+    model, _ = torch_transformer(norm_first, seed=10)
+    src_embedding = randomize(torch.nn.Embedding(N_SRC, D_MODEL), 11)
+    tgt_embedding = randomize(torch.nn.Embedding(N_TGT, D_MODEL), 12)
+    out = randomize(torch.nn.Linear(D_MODEL, N_TGT), 13)
+    src = two_vocabulary_ids(rng, [7, 3, 5], 7, N_SRC, SRC_PAD)
+    tgt = two_vocabulary_ids(rng, [6, 2, 4], 6, N_TGT, TGT_PAD)
+    tgt[:, 0] = BOS
+    tgt_real = tgt != TGT_PAD
+
+    def torch_logits(src, tgt):
+        with torch.no_grad():
+            x = model(torch_embed(src_embedding, src), torch_embed(tgt_embedding, tgt),
+                      tgt_mask=torch_causal_mask(tgt.shape[1]),
+                      src_key_padding_mask=torch.from_numpy(src == SRC_PAD),
+                      tgt_key_padding_mask=torch.from_numpy(tgt == TGT_PAD),
+                      memory_key_padding_mask=torch.from_numpy(src == SRC_PAD))
+            return out(x).numpy()
+
+    params = {**transformer_params(model, src_embedding), "src_embed": array(src_embedding.weight),
+              "tgt_embed": array(tgt_embedding.weight), "out": linear_params(out)}
+    del params["embed"]
+    memory = encode(src, params, N_HEAD, SRC_PAD, norm_first)
+    got = logits(decode(tgt, memory, params, N_HEAD, TGT_PAD, padding_mask(src, SRC_PAD),
+                        norm_first), params)
+    assert got.shape == (3, 6, N_TGT)
+    np.testing.assert_allclose(got[tgt_real], torch_logits(src, tgt)[tgt_real], atol=1e-4)
+    # greedy, one token at a time, against the same loop on torch's logits
+    ids = greedy_seq2seq(src, params, N_HEAD, 5, BOS, EOS, TGT_PAD, norm_first,
+                         src_pad_id=SRC_PAD)
+    expected = np.full((3, 1), BOS)
+    for _ in range(ids.shape[1]):
+        next_ids = torch_logits(src, expected)[:, -1].argmax(-1)
+        done = (expected == EOS).any(axis=1)
+        expected = np.concatenate([expected, np.where(done, TGT_PAD, next_ids)[:, None]], 1)
+    np.testing.assert_array_equal(ids, expected[:, 1:])  # random weights: often one token
+    # repeated, so the logits at every real position above carry the check of masks and tables
