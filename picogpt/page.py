@@ -31,6 +31,29 @@ def piece(encoder: Encoder, token_id: int) -> dict:
         return {"id": token_id, "text": visible(data), "bytes": data.hex(" ")}
 
 
+def characters(pieces: list[bytes]) -> list[dict]:
+    """Runs of tokens that each hold part of a UTF-8 character, and the text the run forms:
+    [{"start": i, "end": j, "text": ...}] for tokens i..j (b"\xe8\xaf" + b"\xad" is 语)."""
+    runs, start, held = [], None, b""
+    for i, data in enumerate(pieces):
+        if start is None:
+            try:
+                data.decode("utf-8")
+                continue  # whole characters only: no run
+            except UnicodeDecodeError:
+                start, held = i, b""
+        held += data
+        try:
+            text = held.decode("utf-8")
+        except UnicodeDecodeError:
+            continue  # still inside a character
+        runs.append({"start": start, "end": i, "text": visible(text.encode("utf-8"))})
+        start = None
+    if start is not None:  # the text ends inside a character: show what there is
+        runs.append({"start": start, "end": len(pieces) - 1, "text": visible(held)})
+    return runs
+
+
 def page_data(ids: list[int], n_prompt: int, steps: list[Step], params: dict, n_head: int,
               encoder: Encoder, settings: dict) -> dict:
     """Everything the page shows, computed by trace, logit_lens and the generation API."""
@@ -46,6 +69,7 @@ def page_data(ids: list[int], n_prompt: int, steps: list[Step], params: dict, n_
     return {
         "settings": settings, "n_prompt": n_prompt, "n_layer": n_layer, "n_head": n_head,
         "tokens": [piece(encoder, i) for i in ids],
+        "characters": characters([encoder.decode_bytes([i]) for i in ids]),
         "steps": [{"token": piece(encoder, step.token), "entropy": step.entropy,
                    "candidates": [{**piece(encoder, int(i)), "before": float(b), "after": float(a)}
                                   for i, b, a in zip(step.ids, step.before, step.after)]}

@@ -404,3 +404,49 @@ def test_a_long_page_keeps_the_last_positions_attention_at_the_right_offset(tiny
         return Array.from(c.getContext("2d").getImageData(0, 0, c.width, c.height).data); }""")
     grey = np.array(pixels).reshape(N_WPE, N_WPE, 4)[:, :, 0]
     assert np.abs(grey - expected).max() <= 1  # float32 similarity, rounded to 0..255
+
+
+HEADINGS = {"en-US": ["Tokens", "Step candidates", "Attention", "Logit lens",
+                      "Position embeddings"],
+            "zh-CN": ["Token 序列", "每一步的候选", "注意力", "逻辑透镜（logit lens）", "位置嵌入"]}
+
+
+def test_the_page_speaks_the_browsers_language_shows_characters_and_labels_both_axes(
+        tiny, vocab_dir, browser, tmp_path):
+    encoder = read_encoder(vocab_dir)
+    prompt = "GPT-2 把 语言模型 written in 中文 读成字节"
+    path = tmp_path / "mixed.html"
+    done = picogpt(prompt, "--n_tokens", "3", "--explain", str(path), "--models_dir",
+                   str(tiny.models_dir))
+    assert done.returncode == 0, done.stderr
+    for locale, headings in HEADINGS.items():
+        context = browser.new_context(locale=locale)
+        page = context.new_page()
+        errors = []
+        page.on("pageerror", lambda e, errors=errors: errors.append(str(e)))
+        page.goto(path.as_uri())
+        assert page.locator("h2").all_inner_texts() == headings, locale
+        other = "en-US" if locale == "zh-CN" else "zh-CN"
+        page.click(f"#lang button[data-lang={other[:2]}]")  # the switch
+        assert page.locator("h2").all_inner_texts() == HEADINGS[other]
+        assert page.evaluate("document.documentElement.lang") == ("zh-CN" if other == "zh-CN"
+                                                                  else "en")
+        assert errors == []
+        context.close()
+
+    page = browser.new_page(locale="en-US")
+    page.goto(path.as_uri())
+    strip = page.locator("#tokens").inner_text()
+    chinese = [ch for ch in prompt if "\u4e00" <= ch <= "\u9fff"]
+    assert len(chinese) == 11
+    for ch in chinese:  # each character is shown, though its tokens hold only bytes of it
+        assert ch in strip, ch
+    shown = page.evaluate("""() => [...document.querySelectorAll('#tokens .tok .text')]
+                             .map(e => e.textContent)""")
+    n = len(shown)
+    for axis in ("#attn-x", "#attn-y"):  # every position's token, as text on each axis
+        labels = page.evaluate(f"""() => [...document.querySelectorAll('{axis} .label')]
+                                   .map(e => e.textContent)""")
+        assert labels == shown, axis
+    assert n == len(encoder.encode(prompt)) + 3
+    assert "\ufffd" not in strip
