@@ -297,6 +297,11 @@ def test_the_explain_page_shows_the_engines_numbers_offline(tiny, vocab_dir, bro
         before = page.locator("#cands .p.before").all_inner_texts()
         np.testing.assert_allclose([float(x) for x in shown], steps[s].after, atol=5e-5)
         np.testing.assert_allclose([float(x) for x in before], steps[s].before, atol=5e-5)
+        for kind in ("before", "after"):  # bars against the column's largest value
+            widths = page.evaluate(f"""() => [...document.querySelectorAll('#cands .bar.{kind}')]
+                                       .map(bar => parseFloat(bar.style.width))""")
+            probs = getattr(steps[s], kind)
+            np.testing.assert_allclose(widths, 100 * probs / probs.max(), atol=0.06)
         assert "▶" in page.locator("#cands .chosen").inner_text()
     page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
     assert errors == [] and requests == [path.as_uri()]  # nothing but the file itself
