@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import write_checkpoint
 
 from picogpt import PicoGPTError
 from picogpt.cli import main
@@ -75,7 +74,7 @@ def child_load(models_dir: Path) -> str:
     """Load in a child process (a first load imports TensorFlow); report what it imported."""
     code = ("import sys; from picogpt.load import load_encoder_hparams_and_params as load; "
             "_, _, p = load('124M', sys.argv[1]); "
-            "print('tensorflow' in sys.modules, float(p['wte'][0, 0]))")
+            "print('tensorflow' in sys.modules, float(p['wte'][0, 0]), len(p['wpe']))")
     done = subprocess.run([sys.executable, "-c", code, str(models_dir)], capture_output=True,
                           text=True, check=True)
     return done.stdout.strip()
@@ -133,21 +132,22 @@ def test_params_are_the_checkpoints_tensors_nested_and_float32(tiny):
     assert encoder.encode("Hello world") == [15496, 995]
 
 
-def test_later_loads_never_import_tensorflow_and_a_new_checkpoint_is_converted_again(tiny,
-                                                                                     tmp_path):
+def test_later_loads_never_import_tensorflow_and_a_new_checkpoint_is_converted_again(
+        tiny, tiny_end, tmp_path):
     models_dir = tmp_path / "models"
     shutil.copytree(tiny.models_dir, models_dir)
     shutil.rmtree(models_dir / "124M" / "params")
     first = child_load(models_dir)
     assert first.startswith("True")  # converting needs TensorFlow
     assert child_load(models_dir) == first.replace("True", "False")
-    # the checkpoint changes (another seed): params/ is stale and is rebuilt from it
-    other = write_checkpoint(tmp_path / "other", "tiny", seed=99)
-    for name in ("model.ckpt.data-00000-of-00001", "model.ckpt.index"):
-        shutil.copy(other.model_dir / name, models_dir / "124M" / name)
+    # the checkpoint changes (another model, the session's tiny_end with its hparams): params/
+    # is stale and is rebuilt from it
+    for name in ("model.ckpt.data-00000-of-00001", "model.ckpt.index", "hparams.json"):
+        shutil.copy(tiny_end.model_dir / name, models_dir / "124M" / name)
     rebuilt = child_load(models_dir)
     assert rebuilt.startswith("True")
-    assert float(rebuilt.split()[1]) == float(np.load(other.reference)["model/wte"][0, 0])
+    assert float(rebuilt.split()[1]) == float(np.load(tiny_end.reference)["model/wte"][0, 0])
+    assert (first.split()[2], rebuilt.split()[2]) == ("128", "4096")  # its n_ctx, not tiny's
 
 
 def test_unknown_model_size_is_refused(tmp_path):
