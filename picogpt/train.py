@@ -45,6 +45,7 @@ def softmax_backward(dout: np.ndarray, p: np.ndarray) -> np.ndarray:  # [..., n]
 def layer_norm_backward(dout: np.ndarray, x: np.ndarray, g: np.ndarray, b: np.ndarray,
                         eps: float = 1e-5) -> tuple[np.ndarray, dict]:
     """Through layer_norm: dx [..., n_embd] and {"g", "b"} [n_embd] each."""
+    # dout, x [..., n_seq, n_embd] -> dx [..., n_seq, n_embd]
     normed = layer_norm(x, np.ones_like(g), np.zeros_like(b), eps)  # (x - mean) / std
     rstd = 1 / np.sqrt(np.var(x, axis=-1, keepdims=True) + eps)  # [..., n_seq, 1]
     dnormed = dout * g
@@ -59,6 +60,7 @@ def layer_norm_backward(dout: np.ndarray, x: np.ndarray, g: np.ndarray, b: np.nd
 def linear_backward(dout: np.ndarray, x: np.ndarray, w: np.ndarray,
                     b: np.ndarray) -> tuple[np.ndarray, dict]:
     """Through linear: dx [..., n_in] and {"w": [n_in, n_out], "b": [n_out]}."""
+    # dout [..., n_out], x [..., n_in] -> dx [..., n_in]; the weights' gradients sum positions
     dout_2d, x_2d = dout.reshape(-1, dout.shape[-1]), x.reshape(-1, x.shape[-1])
     dx = (dout_2d @ w.T).reshape(x.shape)
     return dx, {"w": x_2d.T @ dout_2d, "b": np.sum(dout_2d, axis=0)}
@@ -67,6 +69,7 @@ def linear_backward(dout: np.ndarray, x: np.ndarray, w: np.ndarray,
 def ffn_backward(dout: np.ndarray, x: np.ndarray, c_fc: dict, c_proj: dict, pre: np.ndarray,
                  post: np.ndarray) -> tuple[np.ndarray, dict]:
     """Through ffn, given GELU's input (pre) and output (post): dx and {"c_fc", "c_proj"}."""
+    # dout [..., n_seq, n_embd], pre and post [..., n_seq, 4 * n_embd] -> dx [..., n_seq, n_embd]
     dpost, dc_proj = linear_backward(dout, post, **c_proj)  # [..., n_seq, 4 * n_embd]
     dx, dc_fc = linear_backward(gelu_backward(dpost, pre), x, **c_fc)  # [..., n_seq, n_embd]
     return dx, {"c_fc": dc_fc, "c_proj": dc_proj}
@@ -89,6 +92,7 @@ def mha_backward(dout: np.ndarray, x: np.ndarray, c_attn: dict, c_proj: dict, n_
                  q: np.ndarray, k: np.ndarray, v: np.ndarray, pattern: np.ndarray,
                  z: np.ndarray) -> tuple[np.ndarray, dict]:
     """Through mha, given the heads' q, k, v, pattern and outputs z: dx, {"c_attn", "c_proj"}."""
+    # dout, x [..., n_seq, n_embd]; q, k, v, z [..., n_head, n_seq, d_head] -> dx like x
     dmerged, dc_proj = linear_backward(dout, merge_heads(z), **c_proj)  # [..., n_seq, n_embd]
     dq, dk, dv = attention_backward(split_heads(dmerged, n_head), q, k, v, pattern)
     dqkv = np.concatenate([merge_heads(d) for d in (dq, dk, dv)], axis=-1)  # [.., 3 * n_embd]
@@ -99,6 +103,7 @@ def mha_backward(dout: np.ndarray, x: np.ndarray, c_attn: dict, c_proj: dict, n_
 def transformer_block_backward(dout: np.ndarray, block: dict, n_head: int,
                                values: dict, at: str) -> tuple[np.ndarray, dict]:
     """Through one block, given its traced values (names starting with `at`): dx and dblock."""
+    # dout [..., n_seq, n_embd] -> dx [..., n_seq, n_embd]; dblock shaped as block
     # forward: x1 = x + mha(ln_1(x)); x2 = x1 + ffn(ln_2(x1)). A residual passes dout on as is.
     x, x1 = values[f"{at}resid_pre"], values[f"{at}resid_mid"]
     dh, dmlp = ffn_backward(dout, layer_norm(x1, **block["ln_2"]), **block["mlp"],
@@ -127,6 +132,7 @@ def cross_entropy(logits: np.ndarray, targets: np.ndarray) -> tuple[float, np.nd
 def embedding_backward(dx: np.ndarray, inputs: np.ndarray, wte: np.ndarray,
                        wpe: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Through x = wte[inputs] + wpe[:n_seq]: dwte (a row per token seen) and dwpe."""
+    # dx [..., n_seq, n_embd], inputs [..., n_seq] -> [n_vocab, n_embd], [n_ctx, n_embd]
     n_embd = dx.shape[-1]
     dwte = np.zeros_like(wte)
     np.add.at(dwte, inputs.reshape(-1), dx.reshape(-1, n_embd))  # a token seen twice adds twice
