@@ -9,7 +9,11 @@ to one `.npy` per tensor with a `manifest.json` of shapes, CRC-32s, sizes and mo
 times. TensorFlow is needed only to build `params/`. The files are read back and checked
 against their CRC-32s once, right after writing; later runs memory-map them after comparing
 each file's size and modification time with the manifest's (a full check of a 1558M model took
-2 s of every start), and never import TensorFlow nor need the checkpoint files again.
+2 s of every start), and never import TensorFlow nor need the checkpoint files again. A file
+whose size or time changed is still used if its CRC-32 matches (a copy that kept every byte).
+
+A model that `python -m picogpt.train` wrote lives beside the sizes as `models_dir/<name>/`:
+hparams.json, GPT-2's vocabulary and params/ only (`save_model`), loaded by its name.
 """
 
 import os
