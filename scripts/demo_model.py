@@ -20,7 +20,8 @@ import numpy as np
 from position_similarity import write_png
 
 from picogpt import load_encoder_hparams_and_params
-from picogpt.inside import cosine_similarity, logit_lens, residual_names, trace
+from picogpt.inside import cosine_similarity, residual_names, trace
+from picogpt.model import layer_norm, softmax
 from picogpt.train import train
 
 LICENSES = Path("/usr/share/common-licenses")
@@ -54,10 +55,10 @@ def views(models_dir: str, out: Path, name: str) -> None:
     # held-out text: the last tenth of the training text, which train() never trained on
     ids = encoder.encode(license_text())
     held_out = ids[int(len(ids) * 0.9):][:128]
-    _, values = trace(held_out, params, n_head)
+    _, held_values = trace(held_out, params, n_head)
     print(f"previous-token score: mean weight on the token just before, {len(held_out)} "
           f"held-out tokens (uniform attention would give {np.mean(1 / np.arange(2, 129)):.3f})")
-    prev = np.array([[np.mean(np.diagonal(values[f"blocks.{i}.attn.pattern"][h], -1))
+    prev = np.array([[np.mean(np.diagonal(held_values[f"blocks.{i}.attn.pattern"][h], -1))
                       for h in range(n_head)] for i in range(n_layer)])
     for i in range(n_layer):
         print(f"  layer {i}: " + "  ".join(f"head {h} {prev[i, h]:.3f}" for h in range(n_head)))
@@ -66,9 +67,7 @@ def views(models_dir: str, out: Path, name: str) -> None:
     once = encoder.encode(SENTENCE)
     twice, n = once + once, len(once)
     logits, values = trace(twice, params, n_head)
-    log_probs = logits - np.log(np.sum(np.exp(logits - logits.max(-1, keepdims=True)), -1,
-                                       keepdims=True)) - logits.max(-1, keepdims=True)
-    nll = -log_probs[np.arange(len(twice) - 1), twice[1:]]  # loss of each next token
+    nll = -np.log(softmax(logits)[np.arange(len(twice) - 1), twice[1:]])  # each next token's
     print(f"\nthe sentence twice ({n} tokens each): loss per token, first copy "
           f"{nll[: n - 1].mean():.2f} nats, second copy {nll[n:].mean():.2f} nats")
     # an induction head at token t of the second copy looks at t - n + 1: the token that
@@ -82,19 +81,16 @@ def views(models_dir: str, out: Path, name: str) -> None:
         print(f"  layer {i}: " + "  ".join(f"head {h} {induction[i, h]:.3f}"
                                           for h in range(n_head)))
 
-    # logit lens on held-out text: does the right next token rise layer by layer?
-    _, values = trace(held_out, params, n_head)
-    top, _ = logit_lens(values, params, top=1)  # [n_layer + 1, n_seq, 1]
-    from picogpt.model import layer_norm, softmax
-
+    # logit lens on held-out text: does the right next token rise layer by layer? (what
+    # inside.logit_lens computes, with the whole distribution kept for p(next))
     targets = np.array(held_out[1:])
     print("\nlogit lens on the held-out tokens: share of next tokens ranked first, and mean "
           "probability of the next token")
     for row, residual in enumerate(residual_names(n_layer)):
-        probs = softmax(layer_norm(values[residual], **params["ln_f"]) @ params["wte"].T)
+        probs = softmax(layer_norm(held_values[residual], **params["ln_f"]) @ params["wte"].T)
         right = probs[np.arange(len(targets)), targets]
         label = "embed" if row == 0 else f"after block {row - 1}"
-        print(f"  {label:14s} top-1 {np.mean(top[row, :-1, 0] == targets):.3f}  "
+        print(f"  {label:14s} top-1 {np.mean(probs[:-1].argmax(-1) == targets):.3f}  "
               f"p(next) {right.mean():.4f}")
 
     # wpe: cosine similarity of the first 128 positions
@@ -106,7 +102,6 @@ def views(models_dir: str, out: Path, name: str) -> None:
     write_png(out / "wpe-similarity.png", upscale((similarity + 1) / 2, 3))
 
     # pictures of the two heads, on the repeated sentence
-    _, values = trace(twice, params, n_head)
     for kind, scores in (("previous-token", prev), ("induction", induction)):
         i, h = np.unravel_index(np.argmax(scores), scores.shape)
         pattern = values[f"blocks.{i}.attn.pattern"][h]
