@@ -1,19 +1,18 @@
 """The inside view: what each layer computes, which tokens it weighed, what it nearly said.
 
 Owns `trace` (the forward pass with its intermediate values kept, under TransformerLens's hook
-names without the `hook_` prefix), `logit_lens`, and how a token's text is shown (`visible`:
-escapes, and bytes for part of a character). trace runs model.py's own functions in the order
-`gpt2` calls them, reaching inside `mha` and `ffn` through their `attend` and `activation`
-arguments, so nothing is computed twice or another way: the traced logits equal `gpt2`'s bit
-for bit, and a test checks it. No I/O; page.py turns these into the offline page.
+names without the `hook_` prefix), `logit_lens` and `cosine_similarity`. trace runs model.py's
+own functions in the order `gpt2` calls them, reaching inside `mha` and `ffn` through their
+`attend` and `activation` arguments, so nothing is computed twice or another way: the traced
+logits equal `gpt2`'s bit for bit, and a test checks it. No I/O; page.py turns these into the
+offline page.
 """
 
-import base64
 from collections.abc import Collection
 
 import numpy as np
 
-from .model import attention_scores, ffn, future_mask, gelu, layer_norm, mha, softmax
+from .model import attention_scores, embed, ffn, future_mask, gelu, layer_norm, mha, softmax
 from .sampling import most_likely
 
 
@@ -39,7 +38,11 @@ def trace(ids, params: dict, n_head: int,
 
     ids = np.asarray(ids)
     n_seq = ids.shape[-1]
-    x = keep("embed", params["wte"][ids]) + keep("pos_embed", params["wpe"][:n_seq])
+    x = embed(ids, params["wte"], params["wpe"])  # [..., n_seq, n_embd]
+    if names is None or "embed" in names:  # its two parts, when asked for
+        values["embed"] = params["wte"][ids]
+    if names is None or "pos_embed" in names:
+        values["pos_embed"] = params["wpe"][:n_seq]
     for i, block in enumerate(params["blocks"]):  # transformer_block, with its parts named
         at = f"blocks.{i}."
 
@@ -86,21 +89,7 @@ def logit_lens(values: dict[str, np.ndarray], params: dict,
     return np.stack(ids), np.stack(probs)
 
 
-def visible(piece: bytes) -> str:
-    """A token's text for a terminal: invisible characters escaped, part of a UTF-8 character
-    shown as its bytes (<e6><88>), never as U+FFFD."""
-    text = piece.decode("utf-8", errors="surrogateescape")  # a stray byte b -> U+DC00 + b
-    return "".join(f"<{ord(c) - 0xDC00:02x}>" if "\udc80" <= c <= "\udcff" else
-                   c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
-                   for c in text)
-
-
 def cosine_similarity(x: np.ndarray) -> np.ndarray:  # [n, d] -> [n, n]
     """Cosine of the angle between every two rows."""
     unit = x / np.linalg.norm(x, axis=-1, keepdims=True)
     return unit @ unit.T
-
-
-def float32_base64(array: np.ndarray) -> str:
-    """An array's float32 bytes as base64: exact values in a third of JSON's size."""
-    return base64.b64encode(np.ascontiguousarray(array, dtype="<f4").tobytes()).decode("ascii")

@@ -6,10 +6,11 @@ step runs the whole sequence through every block again. With it, a step runs one
 through the blocks and reads the stored keys and values. The logits are the same (a test checks
 it); only the work changes. docs/kv-cache.md has the shapes, the memory and the measured speed.
 
-Owns the buffers, a prompt shared by several samples, dropping finished rows, and running the
-model over them (`forward`, `feed`). It holds no math: model.py's `mha` takes its attention step
-as an argument, and a cache layer's `attend` stores the new keys and values and then calls
-model.py's `causal_attention` (or `attention_scores`, for a shared prompt). No I/O.
+Owns the buffers, a prompt shared by several samples, dropping finished samples (batch rows),
+and running the model over new positions: `prefill` (a prompt, in chunks of positions) and
+`decode_step` (one new position for each batch row). It holds no math: model.py's `mha` takes
+its attention step as an argument, and a cache layer's `attend` stores the new keys and values
+and then calls model.py's `causal_attention` (or `attention_scores`, for a shared prompt). No I/O.
 """
 
 import numpy as np
@@ -17,24 +18,23 @@ import numpy as np
 from .model import (
     attention_scores,
     causal_attention,
+    embed,
     future_mask,
     layer_norm,
     softmax,
     transformer_block,
 )
 
-# Prompt positions per forward pass. A pass holds [n_head, rows, n_past + rows] attention scores
-# and [rows, 4 * n_embd] activations at once (a 512-token prompt in one pass peaked at 1.45x the
-# 124M weights), but runs the matrix products faster the more rows it has. A prompt's first pass
-# has no past, so 256 rows hold fewer scores than a 128-row pass late in a long prompt: a
-# 512-token prompt fed ~7% faster than with 128 throughout, at the same peak. Two 256-row passes
-# were ~2% faster still but lifted an 880-token prompt's peak from 1.295x to 1.316x the weights.
+# Prompt positions per pass. A pass holds [n_head, n_new, n_past + n_new] attention scores and
+# [n_new, 4 * n_embd] activations at once, but runs the matrix products faster the more positions
+# it has. A prompt's first pass has no past, so it can take more positions for the same peak
+# memory than a pass late in a long prompt (measurements: docs/performance.md, "Prefill").
 FIRST_CHUNK, CHUNK = 256, 128
 
 
 class LayerCache:
-    """One block's keys and values: two buffers [*batch, n_head, n_rows, d_head], allocated once
-    with room for every position the run will see; the first n_past rows are filled."""
+    """One block's keys and values: two buffers [*batch, n_head, n_positions, d_head], allocated
+    once with room for every position the run will see; the first n_past positions are filled."""
 
     def __init__(self, shape: tuple, dtype, prompt: "LayerCache | None" = None):
         self.k, self.v = np.empty(shape, dtype), np.empty(shape, dtype)
@@ -59,10 +59,10 @@ class LayerCache:
 
     def attend_after_prompt(self, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
         """Attention over the shared prompt's positions followed by this row's own."""
-        # The prompt's [n_head, n_prompt, d_head] keys and values broadcast over the rows instead
-        # of being copied into each: 8 samples after a 512-token prompt peaked at 1.87x the 124M
-        # weights with a copy each, 1.33x shared. One softmax over both parts' scores gives the
-        # weights of attention over the joined sequence.
+        # The prompt's [n_head, n_prompt, d_head] keys and values broadcast over the batch rows
+        # instead of being copied into each, which keeps the peak memory of several samples
+        # after a long prompt near one sample's (docs/performance.md, "Several samples"). One
+        # softmax over both parts' scores gives the weights of attention over the joined sequence.
         prompt_k, prompt_v = self.prompt.filled()
         mask = future_mask(q.shape[-2], k.shape[-2], q.dtype)  # [n_new, n_all] of the row's own
         scores = np.concatenate([attention_scores(q, prompt_k, 0.0),  # the prompt: all earlier
@@ -73,13 +73,13 @@ class LayerCache:
 
 
 class KVCache:
-    """A LayerCache per block, for a batch of rows that are all at the same position."""
+    """A LayerCache per block, for a batch of rows (samples) that are all at the same position."""
 
-    def __init__(self, params: dict, n_head: int, n_rows: int, batch: tuple = (),
+    def __init__(self, params: dict, n_head: int, n_positions: int, batch: tuple = (),
                  prompt: "KVCache | None" = None):
-        """Room for n_rows positions of each row of batch (after prompt's, if one is given)."""
+        """Room for n_positions positions of each batch row (after prompt's, if one is given)."""
         n_embd, dtype = params["wte"].shape[-1], params["wte"].dtype  # float64 params: float64
-        shape = (*batch, n_head, n_rows, n_embd // n_head)
+        shape = (*batch, n_head, n_positions, n_embd // n_head)
         prompts = prompt.layers if prompt else [None] * len(params["blocks"])
         self.layers = [LayerCache(shape, dtype, p) for p in prompts]
         self.prompt = prompt
@@ -91,32 +91,37 @@ class KVCache:
 
     def keep(self, rows: list[int]) -> None:
         """Drop every batch row but these: finished samples stop costing work and memory."""
-        for layer in self.layers:
-            layer.k, layer.v = layer.k[rows], layer.v[rows]  # [len(rows), n_head, n_rows, d_head]
+        for layer in self.layers:  # [len(rows), n_head, n_positions, d_head] each
+            layer.k, layer.v = layer.k[rows], layer.v[rows]
 
 
-def forward(ids, params: dict, n_head: int, cache: KVCache) -> np.ndarray:
-    """gpt2 on the new positions only, with the cache: the last position's logits."""
+def extend(ids, params: dict, n_head: int, cache: KVCache) -> np.ndarray:
+    """gpt2 on new positions only, through the cache: the last position's logits."""
     # [..., n_new] ids -> [..., n_vocab]; the cache gains n_new positions
-    ids = np.asarray(ids)
-    n_past = cache.n_past
-    x = params["wte"][ids] + params["wpe"][n_past : n_past + ids.shape[-1]]  # [..., n_new, n_embd]
+    x = embed(ids, params["wte"], params["wpe"], start=cache.n_past)  # [..., n_new, n_embd]
     for block, layer in zip(params["blocks"], cache.layers):
         x = transformer_block(x, **block, n_head=n_head, attend=layer.attend)
     # generating needs only the last position's logits: skip the others' [n_vocab] products
     return layer_norm(x[..., -1, :], **params["ln_f"]) @ params["wte"].T
 
 
-def feed(ids, params: dict, n_head: int, cache: KVCache, chunk: int | None = None) -> np.ndarray:
-    """Run ids through the model into the cache, a chunk of positions per pass: the last logits.
+def prefill(ids, params: dict, n_head: int, cache: KVCache,
+            chunk: int | None = None) -> np.ndarray:
+    """Run a prompt's ids into the cache, a chunk of positions per pass: the last logits.
 
-    chunk=None feeds FIRST_CHUNK positions in the first pass of an empty cache, CHUNK after.
+    chunk=None takes FIRST_CHUNK positions in the first pass of an empty cache, CHUNK after.
     """
-    ids = np.asarray(ids)  # [..., n_new] -> [..., n_vocab]
-    assert ids.shape[-1] > 0, "feed needs at least one id"
+    ids = np.asarray(ids)  # [..., n_prompt] -> [..., n_vocab]
+    assert ids.shape[-1] > 0, "prefill needs at least one id"
     start = 0
     while start < ids.shape[-1]:
         stop = start + (chunk or (FIRST_CHUNK if cache.n_past == 0 else CHUNK))
-        logits = forward(ids[..., start:stop], params, n_head, cache)
+        logits = extend(ids[..., start:stop], params, n_head, cache)
         start = stop
     return logits
+
+
+def decode_step(next_ids, params: dict, n_head: int, cache: KVCache) -> np.ndarray:
+    """One new position for each batch row: its token's logits for the position after it."""
+    # [n_rows] ids -> [n_rows, n_vocab] (a cache without a batch: [] -> [n_vocab])
+    return extend(np.asarray(next_ids)[..., None], params, n_head, cache)

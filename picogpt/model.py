@@ -4,12 +4,8 @@ Read this file first. It holds the math only: functions take arrays and return n
 no state, do no I/O, never pick a token, and import nothing but NumPy. Argument names are the
 checkpoint's and hparams.json's, so a params dict splats in: `gpt2(ids, **params, n_head=12)`.
 Leading batch dimensions pass through: `[n_seq, n_embd]` or `[n_batch, n_seq, n_embd]`.
-
-Float32 throughout: constants are Python floats, because a NumPy float64 scalar such as
-`np.sqrt(2 / np.pi)` turns every float32 array it touches into float64 (and halves the speed).
-
-Nothing here knows about a KV cache. `mha` takes its attention step as an argument (`attend`),
-and kvcache.py hands it one that stores keys and values and then calls `causal_attention`.
+Float32 throughout: constants are Python floats (a NumPy float64 scalar upcasts, and slows,
+every float32 array it touches). No KV cache here: `mha` takes its attention step (`attend`).
 """
 
 import numpy as np
@@ -109,11 +105,16 @@ def transformer_block(x: np.ndarray, mlp: dict, attn: dict, ln_1: dict, ln_2: di
     return x
 
 
+def embed(inputs, wte: np.ndarray, wpe: np.ndarray, start: int = 0) -> np.ndarray:
+    """Each token's row of wte plus its position's row of wpe; the first sits at start."""
+    inputs = np.asarray(inputs)  # [..., n_seq] ids -> [..., n_seq, n_embd]
+    return wte[inputs] + wpe[start : start + inputs.shape[-1]]
+
+
 def gpt2(inputs, wte: np.ndarray, wpe: np.ndarray, blocks: list, ln_f: dict,
          n_head: int) -> np.ndarray:  # [..., n_seq] ids -> [..., n_seq, n_vocab]
     """Logits for the token after each input: token and position embeddings, blocks, unembed."""
-    inputs = np.asarray(inputs)
-    x = wte[inputs] + wpe[: inputs.shape[-1]]  # [..., n_seq, n_embd]
+    x = embed(inputs, wte, wpe)  # [..., n_seq, n_embd]
     for block in blocks:
         x = transformer_block(x, **block, n_head=n_head)
     return layer_norm(x, **ln_f) @ wte.T  # [..., n_seq, n_vocab]: wte is also the unembedding

@@ -10,23 +10,23 @@ the window's earlier inputs as their context (at least n_ctx - stride of them on
 long enough). stride = n_ctx gives disjoint chunks.
 """
 
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from .checks import whole_number
 from .encoder import END_OF_TEXT
 from .errors import PicoGPTError
 from .kvcache import LayerCache
-from .model import layer_norm, transformer_block
+from .model import embed, layer_norm, transformer_block
 from .sampling import most_likely
 
-# positions per pass through a block: 256 scored 4,096 tokens ~6% faster than 128, holding
-# [n_head, 256, n_ctx] scores; the peak stayed at 1.24x the 124M weights (128: 1.20x)
+# Positions per pass through a block, and positions whose [n, n_vocab] logits are made at once:
+# bigger passes score faster but hold more at once (the trade measured: docs/performance.md,
+# "Scoring").
 CHUNK = 256
-# positions whose logits are made at once: [64, n_vocab] are 13 MB (a whole window's, 206 MB).
-# 128 scored ~5% faster, but `picogpt --score` of a 20,654-token file then peaked at 1.35x the
-# 124M weights, against 1.28x with 64
 LOGITS_CHUNK = 64
 
 
@@ -70,10 +70,10 @@ def score_windows(ids: Sequence[int], params: dict, n_head: int, stride: int | N
 
 def window_stream(inputs: Sequence[int], params: dict, n_head: int) -> np.ndarray:
     """The last residual stream of one window, from position 0, one block at a time."""
-    # [n] ids -> [n, n_embd]. Block by block, not chunk by chunk as generate feeds a prompt:
-    # only one block's keys and values are ever held (all 12 of a 1024-token window are
-    # 72 MiB on the 124M), and each block's weights serve every chunk in turn.
-    x = params["wte"][inputs] + params["wpe"][: len(inputs)]  # [n, n_embd]
+    # [n] ids -> [n, n_embd]. Block by block, not chunk by chunk as generate's prefill: only
+    # one block's keys and values are ever held (all 12 of a 1024-token window are 72 MiB on
+    # the 124M), and each block's weights serve every chunk in turn.
+    x = embed(inputs, params["wte"], params["wpe"])  # [n, n_embd]
     for block in params["blocks"]:
         cache = LayerCache((n_head, len(inputs), x.shape[-1] // n_head), x.dtype)  # this block's
         for start in range(0, len(inputs), CHUNK):
@@ -98,11 +98,25 @@ def chunk_scores(start: int, x: np.ndarray, params: dict, targets: np.ndarray,
     return Scores(start, picked[:, 0], ranks, top_ids, top_probs)
 
 
+def join_scores(windows: list[Scores]) -> Scores:
+    """The windows' Scores as one, for the whole text."""
+    return Scores(0, *(np.concatenate([getattr(w, name) for w in windows])
+                       for name in ("logprobs", "ranks", "top_ids", "top_probs")))
+
+
+def summary(text: str, scores: Scores) -> dict:
+    """The text's totals: tokens, bytes, negative log-likelihood (nats), perplexity per token
+    and bits per byte (which compares across tokenizers)."""
+    nll = -math.fsum(scores.logprobs.tolist())
+    n_tokens, n_bytes = len(scores.logprobs), len(text.encode("utf-8"))
+    return {"n_tokens": n_tokens, "nll_nats": nll, "perplexity": math.exp(nll / n_tokens),
+            "bits_per_byte": nll / math.log(2) / n_bytes, "n_bytes": n_bytes}
+
+
 def check_score_settings(n_ids: int, stride, n_ctx: int) -> None:
     """Raise PicoGPTError for an empty text or a stride that cannot tile the text."""
     if n_ids == 0:
         raise PicoGPTError("the text to score is empty; give some text (or --prompt_file).")
-    if isinstance(stride, bool) or not isinstance(stride, int) or not 1 <= stride <= n_ctx:
-        raise PicoGPTError(f"stride={stride!r} is not a whole number from 1 to {n_ctx} (the "
-                           f"context); {n_ctx // 2}, the default, gives each token at least "
-                           f"{n_ctx - n_ctx // 2} tokens of context.")
+    whole_number("stride", stride, 1, n_ctx, f"{n_ctx} is the context, and {n_ctx // 2}, the "
+                                             f"default, gives each token at least "
+                                             f"{n_ctx - n_ctx // 2} tokens of context")

@@ -11,7 +11,7 @@ from conftest import hf_model
 
 from picogpt import attention, gelu, generate, gpt2, layer_norm, softmax
 from picogpt import model as model_module
-from picogpt.kvcache import KVCache, LayerCache, forward
+from picogpt.kvcache import KVCache, LayerCache, extend
 from picogpt.load import load_encoder_hparams_and_params
 from picogpt.model import future_mask
 
@@ -158,8 +158,8 @@ def test_every_intermediate_is_float32(tiny):
     sys.setprofile(watch)
     try:
         cache = KVCache(params, hparams["n_head"], 6)  # the cached path runs model.py too
-        forward(np.array(prompt_ids(5)), params, hparams["n_head"], cache)
-        forward(np.array([7]), params, hparams["n_head"], cache)
+        extend(np.array(prompt_ids(5)), params, hparams["n_head"], cache)
+        extend(np.array([7]), params, hparams["n_head"], cache)
         gpt2(np.array(prompt_ids(5)), **params, n_head=hparams["n_head"])
     finally:
         sys.setprofile(None)
@@ -229,7 +229,7 @@ def step_by_step(ids, params, hparams) -> np.ndarray:  # [n_seq] -> [n_seq, n_vo
     cache, steps = KVCache(params, hparams["n_head"], len(ids)), []
     d_head = hparams["n_embd"] // hparams["n_head"]
     for i, token in enumerate(ids):
-        logits = forward(np.array([token]), params, hparams["n_head"], cache)
+        logits = extend(np.array([token]), params, hparams["n_head"], cache)
         assert logits.shape == (hparams["n_vocab"],)
         assert len(cache.layers) == hparams["n_layer"] and cache.n_past == i + 1
         k, v = cache.layers[0].filled()
@@ -259,7 +259,7 @@ def test_the_cache_holds_the_keys_and_values_of_a_full_pass(tiny):
     hparams, params = load(tiny.models_dir)
     ids, n_head = prompt_ids(9, seed=8), hparams["n_head"]
     cache = KVCache(params, n_head, 12)
-    forward(np.array(ids), params, n_head, cache)
+    extend(np.array(ids), params, n_head, cache)
     model = hf_model(tiny)
     with torch.no_grad():
         past = model(torch.tensor([ids]), use_cache=True).past_key_values
@@ -275,13 +275,13 @@ def test_prefill_then_steps_match_the_full_pass(tiny):
     ids = prompt_ids(16, seed=9)
     full = gpt2(np.array(ids), **params, n_head=hparams["n_head"])
     cache = KVCache(params, hparams["n_head"], 16)
-    logits = forward(np.array(ids[:10]), params, hparams["n_head"], cache)
+    logits = extend(np.array(ids[:10]), params, hparams["n_head"], cache)
     np.testing.assert_allclose(logits, full[9], atol=2e-5)
-    logits = forward(np.array(ids[10:]), params, hparams["n_head"], cache)
+    logits = extend(np.array(ids[10:]), params, hparams["n_head"], cache)
     np.testing.assert_allclose(logits, full[-1], atol=2e-5)
     assert cache.n_past == 16
     with pytest.raises(AssertionError, match="too small"):  # never writes past its room
-        forward(np.array([1]), params, hparams["n_head"], cache)
+        extend(np.array([1]), params, hparams["n_head"], cache)
 
 
 def test_every_row_of_a_batch_equals_the_same_row_alone(checkpoint):
@@ -310,18 +310,18 @@ def test_cached_decode_of_four_samples_equals_each_sample_alone(checkpoint, shar
     before = []  # the shared prompt's keys and values, to check they are never written
     if shared:
         prompt_cache = KVCache(params, n_head, 7)
-        forward(np.array(prompt), params, n_head, prompt_cache)
+        extend(np.array(prompt), params, n_head, prompt_cache)
         before = [tuple(a.copy() for a in layer.filled()) for layer in prompt_cache.layers]
         cache = KVCache(params, n_head, 5, batch=(4,), prompt=prompt_cache)
     else:
         cache = KVCache(params, n_head, 12, batch=(4,))
-        forward(np.array([prompt] * 4), params, n_head, cache)
+        extend(np.array([prompt] * 4), params, n_head, cache)
     steps, rows = [], [0, 1, 2, 3]
     for j, column in enumerate(continuations.T):  # one token for each sample per step
         if j == 3:
             rows = [1, 3]  # samples 0 and 2 end here
             cache.keep(rows)
-        logits = forward(column[rows, None], params, n_head, cache)
+        logits = extend(column[rows, None], params, n_head, cache)
         assert logits.shape == (len(rows), hparams["n_vocab"])
         steps.append(dict(zip(rows, logits)))
     assert cache.n_past == 12
