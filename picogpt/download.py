@@ -1,21 +1,18 @@
 """Every network access of picogpt: fetching OpenAI's seven files for a size into models_dir.
 
 Owns the download (retries, resuming with Range, `.part` files moved into place only when
-complete, a lock so two processes do not write the same folder), its progress bars on stderr,
-and the small JSON helpers it shares with `load.py`. It must not read the model's contents.
+complete) and its progress bars on stderr. The folder's lock and its JSON files are store.py's.
+It must not read the model's contents.
 """
 
-import contextlib
-import json
 import os
-import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from tqdm import tqdm
 
 from .errors import PicoGPTError
+from .store import model_lock, read_json, write_json_atomic
 
 BASE_URL = "https://openaipublic.blob.core.windows.net/gpt-2/models"
 FILES = ("checkpoint", "encoder.json", "hparams.json", "model.ckpt.data-00000-of-00001",
@@ -31,30 +28,6 @@ def download_url(model_size: str, base_url: str | None) -> str:
         raise PicoGPTError(f"{base_url!r} is not a download address: give --base_url (or "
                            f"PICOGPT_BASE_URL) as http://... or https://...")
     return f"{base_url}/{model_size}"
-
-
-@contextlib.contextmanager
-def model_lock(model_dir: Path):
-    """Hold an exclusive lock on model_dir while downloading into it or converting it."""
-    try:
-        model_dir.mkdir(parents=True, exist_ok=True)
-        lock = open(model_dir / ".lock", "a")
-    except OSError as e:
-        raise PicoGPTError(f"cannot write to {model_dir}: {e.strerror}. Choose a folder you can "
-                           f"write with --models_dir.") from None
-    with lock:
-        try:
-            import fcntl  # POSIX only; without it concurrent runs are not serialised
-        except ImportError:
-            yield
-            return
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            tqdm.write(f"waiting for another picogpt that is writing to {model_dir} ...",
-                       file=sys.stderr)
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        yield  # closing the file releases the lock
 
 
 def download_missing(model_dir: Path, url: str, names=FILES, **retry) -> None:
@@ -170,18 +143,3 @@ def receive(url: str, part: Path, timeout: float) -> None:
     size = part.stat().st_size
     if total is not None and size != total:
         raise IncompleteError(f"the server sent {size} of {total} bytes")
-
-
-def read_json(path: Path) -> Any:
-    """The JSON at path, or None if it is absent or unreadable."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def write_json_atomic(path: Path, value: Any) -> None:
-    """Write JSON so that readers see the old file or the new one, never half of one."""
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(value, indent=1), encoding="utf-8")
-    os.replace(tmp, path)

@@ -8,10 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import ROOT, hf_name, import_make_checkpoint
+from conftest import ROOT
 from test_load import assert_one_line_error, picogpt
 
 from picogpt import PicoGPTError, generate, gpt2, load_hf, score
+from scripts.fixtures.checkpoint import random_arrays
+from scripts.fixtures.reference import hf_model_of
 
 try:
     import tomllib
@@ -25,21 +27,10 @@ SHAPES = {"distil": (6, 64, 4, 1), "hub": (2, 64, 4, 3)}
 
 
 def random_hf_model(n_layer: int, n_embd: int, n_head: int, seed: int):
-    """transformers' GPT2LMHeadModel holding scripts/make_checkpoint.py's sharp random weights."""
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    make_checkpoint = import_make_checkpoint()
+    """transformers' GPT2LMHeadModel holding scripts.fixtures.checkpoint's sharp random weights."""
     hparams = {"n_vocab": 50257, "n_ctx": 128, "n_embd": n_embd, "n_head": n_head,
                "n_layer": n_layer}
-    arrays = make_checkpoint.random_arrays(hparams, seed, sharp=True)
-    config = GPT2Config(vocab_size=50257, n_positions=128, n_embd=n_embd, n_layer=n_layer,
-                        n_head=n_head, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
-    model = GPT2LMHeadModel(config).eval()
-    state = {hf_name(name): torch.from_numpy(array.reshape(array.shape[-2:]) if array.ndim == 3
-                                             else array) for name, array in arrays.items()}
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    assert not unexpected and set(missing) <= {"lm_head.weight"}, (missing, unexpected)
-    return model
+    return hf_model_of(hparams, random_arrays(hparams, seed, sharp=True))
 
 
 def add_tokenizer(folder: Path, vocab_dir: Path) -> None:
@@ -214,7 +205,7 @@ def edit_config(**changes):
                                       "architecture only"),
     (lambda folder: (folder / "merges.txt").unlink(), "has no merges.txt: picogpt needs "
                                                       "GPT-2's tokenizer files"),
-    (edit_config(n_embd=64), "does not fit"),
+    (edit_config(n_embd=64), "does not match"),
     (edit_config(activation_function="relu"), "sets activation_function='relu'"),
     (lambda folder: (folder / "merges.txt").write_bytes(b"#version: 0.2\n\xff\xfe"),
      "cannot read"),

@@ -19,7 +19,7 @@ from test_load import PICOGPT, assert_one_line_error, picogpt, picogpt_child, pu
 
 from picogpt import PicoGPTError
 from picogpt.download import FILES, RETRIES, download_missing
-from picogpt.load import read_params
+from picogpt.store import read_params
 
 DATA = "model.ckpt.data-00000-of-00001"
 

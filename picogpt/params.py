@@ -1,0 +1,99 @@
+"""The params tree: GPT-2's tensor names, their nesting, the shapes hparams give them.
+
+Owns the one rename between a flat name and the nested dict the model splats
+("h3.attn.c_attn.w" <-> params["blocks"][3]["attn"]["c_attn"]["w"]), the shape every tensor
+must have for given hparams, and the checks that hparams and tensors fit each other. Every
+loader (OpenAI's folder, the converted store, a Hugging Face folder) and training use it. No
+I/O: a file's name reaches it only to be named in an error.
+"""
+
+from typing import Any
+
+import numpy as np
+
+from .errors import PicoGPTError
+
+HPARAMS = ("n_vocab", "n_ctx", "n_embd", "n_head", "n_layer")  # what hparams.json holds
+
+
+def nest(arrays: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Flat names like "h3.attn.c_attn.w" -> params["blocks"][3]["attn"]["c_attn"]["w"]."""
+    n_layer = len({name.split(".")[0] for name in arrays if name.startswith("h")})
+    params: dict[str, Any] = {"blocks": [{} for _ in range(n_layer)]}
+    for name, array in arrays.items():
+        *path, leaf = name.split(".")
+        node = params
+        if path and path[0].startswith("h"):  # the one rename: h{i} -> blocks[i]
+            node, path = params["blocks"][int(path[0][1:])], path[1:]
+        for key in path:
+            node = node.setdefault(key, {})
+        node[leaf] = array
+    return params
+
+
+def flatten(params: dict) -> dict[str, np.ndarray]:
+    """The inverse of nest: params["blocks"][3]["attn"]["c_attn"]["w"] -> "h3.attn.c_attn.w"."""
+    flat = {}
+
+    def walk(node, name: str) -> None:
+        if isinstance(node, dict):
+            for key, child in node.items():
+                walk(child, f"{name}.{key}" if name else key)
+        else:
+            flat[name] = node
+
+    walk({key: value for key, value in params.items() if key != "blocks"}, "")
+    for i, block in enumerate(params["blocks"]):
+        walk(block, f"h{i}")
+    return flat
+
+
+def tree_map(f, *trees):
+    """f applied to the arrays of nested dicts and lists of the same structure (params, grads)."""
+    first = trees[0]
+    if isinstance(first, dict):
+        return {key: tree_map(f, *(tree[key] for tree in trees)) for key in first}
+    if isinstance(first, list):
+        return [tree_map(f, *parts) for parts in zip(*trees)]
+    return f(*trees)
+
+
+def expected_shapes(hparams: dict[str, int]) -> dict[str, tuple[int, ...]]:
+    """The flat name and shape of every tensor a GPT-2 with these hparams has."""
+    n_embd = hparams["n_embd"]
+    block = {"ln_1.g": (n_embd,), "ln_1.b": (n_embd,), "ln_2.g": (n_embd,), "ln_2.b": (n_embd,),
+             "attn.c_attn.w": (n_embd, 3 * n_embd), "attn.c_attn.b": (3 * n_embd,),
+             "attn.c_proj.w": (n_embd, n_embd), "attn.c_proj.b": (n_embd,),
+             "mlp.c_fc.w": (n_embd, 4 * n_embd), "mlp.c_fc.b": (4 * n_embd,),
+             "mlp.c_proj.w": (4 * n_embd, n_embd), "mlp.c_proj.b": (n_embd,)}
+    return {"wte": (hparams["n_vocab"], n_embd), "wpe": (hparams["n_ctx"], n_embd),
+            "ln_f.g": (n_embd,), "ln_f.b": (n_embd,),
+            **{f"h{i}.{name}": shape for i in range(hparams["n_layer"])
+               for name, shape in block.items()}}
+
+
+def check_hparams(hparams: Any, source: str, fix: str, names=HPARAMS) -> dict[str, int]:
+    """hparams, checked to hold GPT-2's five sizes as positive whole numbers that fit together.
+    The error names source, the sizes as source calls them (names), and the fix."""
+    if not isinstance(hparams, dict) or not all(
+            isinstance(hparams.get(key), int) and not isinstance(hparams[key], bool)
+            and hparams[key] > 0 for key in HPARAMS):
+        raise PicoGPTError(f"{source} is not GPT-2 hparams (it needs positive integers "
+                           f"{', '.join(names)}); {fix}.")
+    if hparams["n_embd"] % hparams["n_head"]:
+        raise PicoGPTError(f"{source}: n_embd={hparams['n_embd']} is not a multiple of "
+                           f"n_head={hparams['n_head']}; {fix}.")
+    return {key: hparams[key] for key in HPARAMS}
+
+
+def check_shapes(arrays: dict[str, np.ndarray], hparams: dict[str, int], source: str,
+                 weights: str, fix: str) -> None:
+    """Raise if the hparams read from source do not describe the tensors in weights."""
+    expected = expected_shapes(hparams)
+    for name in sorted(expected.keys() | arrays.keys()):
+        want = expected.get(name, "no such tensor")
+        have = arrays[name].shape if name in arrays else "no such tensor"
+        if want != have:
+            said = ", ".join(f"{key}={hparams[key]}" for key in HPARAMS)
+            raise PicoGPTError(f"{source} ({said}) does not match {weights}: {name} should be "
+                               f"{want} but is {have}. {fix}")

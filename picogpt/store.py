@@ -1,0 +1,181 @@
+"""The converted store: `params/`, one memory-mapped `.npy` per tensor, written whole or not at all.
+
+Owns writing and reading `models_dir/<name>/params/` (its manifest of shapes, CRC-32s, sizes and
+modification times), the folder lock, the JSON helpers every file of a model folder is written
+with, and `save_model`, the folder `python -m picogpt.train` writes. It knows nothing of
+TensorFlow or of the network: load.py converts a checkpoint into it, download.py locks with it.
+
+The files are read back and checked against their CRC-32s once, right after writing. Later runs
+memory-map them after comparing each file's size and modification time with the manifest's (a
+full check of every byte of a 1558M model took 2 s of every start: docs/performance.md), and a
+file whose size or time changed is still used if its CRC-32 matches (a copy that kept every
+byte, such as cp -r). A run never replaces a folder's params/ with half of a new one: a new one
+is written beside it and swapped in with a rename.
+"""
+
+import contextlib
+import json
+import os
+import shutil
+import sys
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from .errors import PicoGPTError
+from .params import HPARAMS, flatten
+
+# Version of params/. 2 stores linear weights column-major: the same [n_in, n_out] shape and
+# values, but x @ w then runs OpenBLAS's faster dot-product kernel (docs/performance.md). 3
+# records each file's size and modification time, checked at start instead of every byte.
+PARAMS_FORMAT = 3
+# the checkpoint files params/ is built from: when their stamps change, params/ is stale
+SOURCE_FILES = ("model.ckpt.data-00000-of-00001", "model.ckpt.index")
+
+
+def read_json(path: Path) -> Any:
+    """The JSON at path, or None if it is absent or unreadable."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def write_json_atomic(path: Path, value: Any) -> None:
+    """Write JSON so that readers see the old file or the new one, never half of one."""
+    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(value, indent=1), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def model_lock(model_dir: Path):
+    """Hold an exclusive lock on model_dir while downloading into it or writing params/."""
+    try:
+        model_dir.mkdir(parents=True, exist_ok=True)
+        lock = open(model_dir / ".lock", "a")
+    except OSError as e:
+        raise PicoGPTError(f"cannot write to {model_dir}: {e.strerror}. Choose a folder you can "
+                           f"write with --models_dir.") from None
+    with lock:
+        try:
+            import fcntl  # POSIX only; without it concurrent runs are not serialised
+        except ImportError:
+            yield
+            return
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            tqdm.write(f"waiting for another picogpt that is writing to {model_dir} ...",
+                       file=sys.stderr)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        yield  # closing the file releases the lock
+
+
+def stamp(path: Path) -> list[int]:
+    """A file's size and modification time: cheap to read, and both change when it is written."""
+    stat = path.stat()
+    return [stat.st_size, stat.st_mtime_ns]
+
+
+def source_stamps(model_dir: Path) -> dict[str, list[int]] | None:
+    """Stamps of the checkpoint files params/ is built from; None once they are deleted."""
+    if not all((model_dir / name).is_file() for name in SOURCE_FILES):
+        return None
+    return {name: stamp(model_dir / name) for name in SOURCE_FILES}
+
+
+def crc32(array: np.ndarray) -> int:
+    """CRC-32 of an array's bytes in memory order (row- or column-major alike)."""
+    return zlib.crc32(array.ravel(order="K"))
+
+
+def read_params(model_dir: Path) -> dict[str, np.ndarray] | None:
+    """The stored tensors by flat name, memory-mapped, or None if params/ is absent, stale
+    (its checkpoint changed) or damaged."""
+    # Mapped, not read: mapped files cost nothing to open and share the page cache; copies in
+    # memory decode a little faster but cost more at every start (docs/performance.md)
+    params_dir = model_dir / "params"
+    manifest = read_json(params_dir / "manifest.json")
+    source = source_stamps(model_dir)
+    if not isinstance(manifest, dict) or manifest.get("format") != PARAMS_FORMAT or (
+            source is not None and manifest.get("source") != source):
+        return None
+    arrays = {}
+    try:
+        for name, meta in manifest["tensors"].items():
+            file = params_dir / f"{name}.npy"
+            array = np.asarray(np.load(file, mmap_mode="r"))
+            if list(array.shape) != meta["shape"] or array.dtype != np.float32:
+                return None
+            # touched since it was verified: by a copy (cp -r) that kept every byte, or not
+            if stamp(file) != meta["stamp"] and crc32(array) != meta["crc32"]:
+                return None
+            arrays[name] = array
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # missing or malformed
+        return None
+    return arrays or None
+
+
+def write_params(model_dir: Path, named_arrays, source) -> dict[str, np.ndarray]:
+    """Write (flat name, array) pairs as model_dir/params/, whole or not at all; read it back."""
+    params_dir = model_dir / "params"
+    tmp_dir = model_dir / f"params.tmp-{os.getpid()}"
+    for stale in model_dir.glob("params.*"):  # left by a run that was killed mid-way
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp_dir.mkdir(parents=True)
+    try:
+        tensors = write_tensors(named_arrays, tmp_dir)
+    except BaseException:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+        raise
+    write_json_atomic(tmp_dir / "manifest.json", {"format": PARAMS_FORMAT, "tensors": tensors,
+                                                  "source": source})
+    if params_dir.exists():  # readers that mapped the old files keep them until they exit
+        params_dir.rename(model_dir / f"params.old-{os.getpid()}")
+    tmp_dir.rename(params_dir)
+    shutil.rmtree(model_dir / f"params.old-{os.getpid()}", ignore_errors=True)
+    arrays = read_params(model_dir)
+    assert arrays is not None, "params/ was just written"
+    return arrays
+
+
+def write_tensors(named_arrays, out_dir: Path) -> dict[str, dict]:
+    """Write each (name, array) as out_dir/<name>.npy, read it back, check its CRC-32."""
+    tensors = {}
+    for name, array in named_arrays:
+        if name.endswith(".w"):  # see PARAMS_FORMAT
+            array = np.asfortranarray(array)
+        file = out_dir / f"{name}.npy"
+        np.save(file, array)
+        written = np.load(file, mmap_mode="r")  # what later runs will map, byte for byte
+        checksum = crc32(array)
+        if crc32(written) != checksum:
+            raise PicoGPTError(f"{file} does not read back as written (disk full or failing?); "
+                               f"free some space and run again.")
+        tensors[name] = {"shape": list(array.shape), "crc32": checksum, "stamp": stamp(file)}
+    return tensors
+
+
+def save_model(model_dir: Path, hparams: dict[str, int], params: dict, vocab_dir: Path) -> None:
+    """Write a new model folder that loads like a converted download: hparams.json, GPT-2's
+    encoder.json and vocab.bpe from vocab_dir, and params/ (no TensorFlow checkpoint). It
+    appears whole or not at all, and never in place of a folder that exists."""
+    tmp = model_dir.with_name(f".{model_dir.name}.tmp-{os.getpid()}")
+    try:
+        tmp.mkdir(parents=True)
+        for name in ("encoder.json", "vocab.bpe"):
+            shutil.copyfile(vocab_dir / name, tmp / name)
+        write_json_atomic(tmp / "hparams.json", {key: hparams[key] for key in HPARAMS})
+        write_params(tmp, flatten(params).items(), source=None)
+        if model_dir.exists():  # made while this run worked: it is someone else's now
+            raise FileExistsError(17, "File exists", str(model_dir))
+        tmp.rename(model_dir)
+    except OSError as e:
+        raise PicoGPTError(f"cannot write the model to {model_dir}: {e.strerror}. Choose another "
+                           f"--name or --models_dir.") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
