@@ -8,13 +8,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import hf_model_of, hf_name
 from test_load import assert_one_line_error, picogpt
 
 from picogpt import generate, load_encoder_hparams_and_params
-from picogpt.load import flatten, nest
+from picogpt.backward import loss_and_grads
 from picogpt.model import gpt2, softmax
-from picogpt.train import adamw, init_params, loss_and_grads, main, train
+from picogpt.params import flatten, nest
+from picogpt.train import adamw, init_params, main, train
+from scripts.fixtures.reference import hf_model_of, hf_name
 
 
 def random_params(hparams: dict, seed: int) -> dict:
