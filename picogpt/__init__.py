@@ -1,19 +1,19 @@
 """picogpt: GPT-2 inference in pure NumPy.
 
 The model's functions (`picogpt.model`), the two loaders (OpenAI's checkpoint, a Hugging Face
-folder), `generate`, `score` and `trace` are importable from here, so a learner can write
-`from picogpt import gpt2, generate`.
+folder), the three ways to generate, `score` and `trace` are importable from here, so a learner
+can write `from picogpt import gpt2, generate`.
 """
 
 from .encoder import Encoder
 from .errors import PicoGPTError
-from .generate import generate
+from .generate import generate, generate_samples, generate_steps
 from .hf import load_hf
 from .inside import trace
 from .load import load_encoder_hparams_and_params
 from .model import attention, ffn, gelu, gpt2, layer_norm, linear, mha, softmax, transformer_block
 from .score import score
 
-__all__ = ["Encoder", "PicoGPTError", "attention", "ffn", "gelu", "generate", "gpt2",
-           "layer_norm", "linear", "load_encoder_hparams_and_params", "load_hf", "mha", "score",
-           "softmax", "trace", "transformer_block"]
+__all__ = ["Encoder", "PicoGPTError", "attention", "ffn", "gelu", "generate", "generate_samples",
+           "generate_steps", "gpt2", "layer_norm", "linear", "load_encoder_hparams_and_params",
+           "load_hf", "mha", "score", "softmax", "trace", "transformer_block"]

@@ -6,52 +6,21 @@ with the run's data inlined as JSON. Nothing is fetched when the page opens: no 
 Every number on the page is one that `generate`, `trace` or `logit_lens` returned.
 """
 
+import base64
 import json
 from importlib import resources
 
 import numpy as np
 
 from .encoder import Encoder
-from .inside import cosine_similarity, float32_base64, logit_lens, residual_names, trace, visible
+from .inside import cosine_similarity, logit_lens, residual_names, trace
 from .sampling import Step
+from .show import characters, piece, shown
 
 # Attention is the bulk of the page: n_layer * n_head * n^2 float32s. Past this many bytes
 # (the 124M model's 144 heads at 72 positions) the page keeps the last positions only.
 ATTENTION_BYTES = 3_000_000
 N_WPE = 128  # positions in the wpe similarity picture
-
-
-def piece(encoder: Encoder, token_id: int) -> dict:
-    """A token as the page shows it: its text, or its bytes where it holds part of a character."""
-    data = encoder.decode_bytes([token_id])
-    try:
-        data.decode("utf-8")
-        return {"id": token_id, "text": visible(data)}
-    except UnicodeDecodeError:
-        return {"id": token_id, "text": visible(data), "bytes": data.hex(" ")}
-
-
-def characters(pieces: list[bytes]) -> list[dict]:
-    """Runs of tokens that each hold part of a UTF-8 character, and the text the run forms:
-    [{"start": i, "end": j, "text": ...}] for tokens i..j (b"\xe8\xaf" + b"\xad" is 语)."""
-    runs, start, held = [], None, b""
-    for i, data in enumerate(pieces):
-        if start is None:
-            try:
-                data.decode("utf-8")
-                continue  # whole characters only: no run
-            except UnicodeDecodeError:
-                start, held = i, b""
-        held += data
-        try:
-            text = held.decode("utf-8")
-        except UnicodeDecodeError:
-            continue  # still inside a character
-        runs.append({"start": start, "end": i, "text": visible(text.encode("utf-8"))})
-        start = None
-    if start is not None:  # the text ends inside a character: show what there is
-        runs.append({"start": start, "end": len(pieces) - 1, "text": visible(held)})
-    return runs
 
 
 def page_data(ids: list[int], n_prompt: int, steps: list[Step], params: dict, n_head: int,
@@ -75,10 +44,9 @@ def page_data(ids: list[int], n_prompt: int, steps: list[Step], params: dict, n_
                                   for i, b, a in zip(step.ids, step.before, step.after)]}
                   for step in steps],
         "attention": {"first": first, "n": n_kept, "data": float32_base64(attention)},
-        "lens": {"text": [[visible(encoder.decode_bytes([int(i)])) for i in row]
-                          for row in lens_ids[:, :, 0]],
+        "lens": {"text": [[shown(encoder, i) for i in row] for row in lens_ids[:, :, 0]],
                  "probs": lens_probs[:, :, 0].round(4).tolist(),
-                 "top": [[" / ".join(f"{visible(encoder.decode_bytes([int(i)]))} {p:.3f}"
+                 "top": [[" / ".join(f"{shown(encoder, i)} {p:.3f}"
                                      for i, p in zip(ids_, probs_))
                           for ids_, probs_ in zip(row_ids, row_probs)]
                          for row_ids, row_probs in zip(lens_ids, lens_probs)]},
@@ -92,3 +60,8 @@ def write_page(path: str, data: dict) -> None:
     inline = json.dumps(data, ensure_ascii=False).replace("</", "<\\/")  # never ends the script
     with open(path, "w", encoding="utf-8") as f:
         f.write(template.replace("/*DATA*/null", inline))
+
+
+def float32_base64(array: np.ndarray) -> str:
+    """An array's float32 bytes as base64: exact values in a third of JSON's size."""
+    return base64.b64encode(np.ascontiguousarray(array, dtype="<f4").tobytes()).decode("ascii")

@@ -1,24 +1,23 @@
 """What the picogpt command prints: streamed text, several samples, step candidates, scores.
 
-Owns the terminal views. cli.py decides what to run and calls these; they print to stdout
-(progress to stderr) and hold no other logic than laying out what the engine returned.
+Owns the terminal views. cli.py decides what to run, runs the engine and hands these what it
+returned (streamed as it comes, where the engine yields); they print to stdout (progress to
+stderr) and hold no other logic than laying it out. How a token's text is shown is show.py's.
 """
 
 import codecs
 import contextlib
 import json
-import math
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 
-import numpy as np
 from tqdm import tqdm
 
 from .encoder import Encoder
-from .inside import visible
 from .sampling import Step
-from .score import score_windows
+from .score import Scores
+from .show import shown
 
 
 def stream_text(ids: Iterable[int], encoder: Encoder, stop: str | None = None) -> Iterator[str]:
@@ -63,22 +62,15 @@ def print_samples(steps: Iterable[tuple[int, int]], n_samples: int, encoder: Enc
             print("".join(stream_text(ids, encoder, stop)), flush=True)
 
 
-def keep(step: Step, steps: list[Step]) -> int:
-    """Note a step and pass its token on (the page needs every step after streaming)."""
-    steps.append(step)
-    return step.token
-
-
-def print_steps(ids: Iterable[Step], steps: list[Step], encoder: Encoder, n: int) -> None:
+def print_steps(steps: Iterable[Step], encoder: Encoder, n: int) -> None:
     """Print each step as it comes: the token chosen, the entropy, and n candidates with their
     probabilities before -> after the filters, in aligned columns."""
     def cell(token_id: int) -> str:
-        return ("'" + visible(encoder.decode_bytes([token_id])) + "'")[:14]
+        return ("'" + shown(encoder, token_id) + "'")[:14]
 
     print(f"{'step':>4}  {'chosen':<14} {'entropy':>7}  candidates: probability before -> "
           f"after the filters")
-    for number, step in enumerate(ids, 1):
-        steps.append(step)
+    for number, step in enumerate(steps, 1):
         columns = "  ".join(f"{cell(int(i)):<14} {b:<8.3g} -> {a:<8.3g}"
                             for i, b, a in zip(step.ids[:n], step.before, step.after))
         print(f"{number:>4}  {cell(step.token):<14} {step.entropy:7.3f}  {columns}", flush=True)
@@ -107,44 +99,34 @@ def call_first(function: Callable[[], None], items: Iterable) -> Iterator:
         function()
 
 
-def print_scores(text: str, ids: list[int], params: dict, n_head: int, encoder: Encoder,
-                 stride: int | None, top: int, as_json: bool,
-                 started: Callable[[], None] = lambda: None) -> None:
-    """Score ids, then print one line per token and a summary, or all of it as JSON;
-    `started` is called when the first window is scored."""
-    # The scores stay in the windows' arrays and each line is made as it is printed: a
-    # 100,000-token file would otherwise hold ~40 MB of per-token Python objects.
-    windows = []
-    with tqdm(total=len(ids), unit="tok", desc="scoring", leave=False, disable=None) as bar:
-        for window in call_first(started, score_windows(ids, params, n_head, stride, top)):
-            windows.append(window)
-            bar.update(len(window.logprobs))
-    logprobs, ranks, top_ids, top_probs = (np.concatenate([getattr(w, name) for w in windows])
-                                           for name in ("logprobs", "ranks", "top_ids",
-                                                        "top_probs"))
-    nll = -math.fsum(logprobs.tolist())
-    n_bytes = len(text.encode("utf-8"))
-    summary = {"n_tokens": len(ids), "nll_nats": nll, "perplexity": math.exp(nll / len(ids)),
-               "bits_per_byte": nll / math.log(2) / n_bytes, "n_bytes": n_bytes}
-    if as_json:  # one JSON object, written a token at a time
+def progress(total: int, desc: str) -> tqdm:
+    """A progress bar on stderr, shown on a terminal only, gone when done."""
+    return tqdm(total=total, unit="tok", desc=desc, leave=False, disable=None)
+
+
+def print_scores(ids: list[int], scores: Scores, summary: dict, encoder: Encoder, top: int,
+                 as_json: bool) -> None:
+    """Print one line per token and the summary, or all of it as one JSON object."""
+    if as_json:  # written a token at a time: a long text would otherwise be held twice
         sys.stdout.write(json.dumps(summary)[:-1] + ', "tokens": [')
         for j, token_id in enumerate(ids):
-            token = {"id": token_id, "logprob": float(logprobs[j]), "rank": int(ranks[j]),
+            token = {"id": token_id, "logprob": float(scores.logprobs[j]),
+                     "rank": int(scores.ranks[j]),
                      "top": [{"id": int(i), "prob": float(p)}
-                             for i, p in zip(top_ids[j], top_probs[j])]}
+                             for i, p in zip(scores.top_ids[j], scores.top_probs[j])]}
             for entry in [token, *token["top"]]:
                 entry["text"] = encoder.decode([entry["id"]])
             sys.stdout.write((", " if j else "") + json.dumps(token, ensure_ascii=False))
         print("]}")
         return
-    width = max(len(visible(encoder.decode_bytes([token_id]))) for token_id in ids) + 2
+    width = max(len(shown(encoder, token_id)) for token_id in ids) + 2
     print(f"{'token':<{width}} {'logprob':>9} {'rank':>6}" + ("  expected" if top else ""))
     for j, token_id in enumerate(ids):
-        expected = "  ".join(f"'{visible(encoder.decode_bytes([int(i)]))}' {p:.3g}"
-                             for i, p in zip(top_ids[j], top_probs[j]))
-        shown = "'" + visible(encoder.decode_bytes([token_id])) + "'"
-        print(f"{shown:<{width}} {logprobs[j]:9.3f} {ranks[j]:6d}"
+        expected = "  ".join(f"'{shown(encoder, i)}' {p:.3g}"
+                             for i, p in zip(scores.top_ids[j], scores.top_probs[j]))
+        cell = "'" + shown(encoder, token_id) + "'"
+        print(f"{cell:<{width}} {scores.logprobs[j]:9.3f} {scores.ranks[j]:6d}"
               + (f"  {expected}" if top else ""))
-    print(f"{summary['n_tokens']} tokens, {n_bytes} bytes: total NLL {nll:.3f} nats, "
-          f"perplexity {summary['perplexity']:.3f} per token, "
+    print(f"{summary['n_tokens']} tokens, {summary['n_bytes']} bytes: total NLL "
+          f"{summary['nll_nats']:.3f} nats, perplexity {summary['perplexity']:.3f} per token, "
           f"{summary['bits_per_byte']:.4f} bits per byte")

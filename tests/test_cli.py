@@ -13,7 +13,7 @@ from test_load import assert_one_line_error, picogpt, picogpt_child
 from test_model import load
 
 from picogpt import generate
-from picogpt.cli import run
+from picogpt.cli import generate_text, score_text
 from picogpt.load import read_encoder
 
 
@@ -26,8 +26,8 @@ from picogpt.load import read_encoder
     (["hi", "--top_p", "1.5"], "top_p=1.5 must be a number above 0 and at most 1"),
     (["hi", "--repetition_penalty", "-1"], "repetition_penalty=-1 must be a number above 0"),
     (["hi", "--n_samples", "0"], "n_samples=0 is not a whole number from 1 up"),
-    (["hi", "--n_tokens", "-3"], "n_tokens=-3 is not a count of tokens"),
-    (["hi", "--n_tokens", "many"], "n_tokens='many' is not a count of tokens"),
+    (["hi", "--n_tokens", "-3"], "n_tokens=-3 is not a whole number from 0 up"),
+    (["hi", "--n_tokens", "many"], "n_tokens='many' is not a whole number from 0 up"),
     (["hi", "--n_tokens", "200"], "prompt is 1 tokens; with n_tokens=200 that passes GPT-2's "
                                   "limit of 128. Shorten the prompt or lower n_tokens."),
     (["a\udcff"], "the prompt holds '\\udcff' at character 1, which is not valid Unicode"),
@@ -35,7 +35,7 @@ from picogpt.load import read_encoder
     (["hi", "--n_tokens"], "--n_tokens needs a value"),
     (["--prompt_file", "/no/such/file"], "cannot read --prompt_file /no/such/file: No such"),
     (["hi", "--prompt_file", "/etc/hostname"], "give the prompt as text or with --prompt_file"),
-    (["hi", "--stop", ""], "stop='' is not a text to stop at"),
+    (["hi", "--stop", ""], "stop='' is not a non-empty text"),
     (["hi", "--candidates", "3", "--n_samples", "2"], "--candidates and --explain show one "
                                                       "sample; drop --n_samples."),
     (["hi", "--explain", "x.html", "--n_samples", "2"], "--candidates and --explain show one "
@@ -115,27 +115,37 @@ def test_a_misspelt_flag_is_refused_before_anything_loads(flag, value, guess, tm
 
 
 def test_the_short_flags_help_shows_work(tiny, tiny_end, vocab_dir, tmp_path):
-    """Each short flag fire's --help lists does what its long flag does, where it changes the
-    output (-h stays help, as everywhere, though fire lists it for --hf)."""
-    done = picogpt("--help", env={"PAGER": "cat"})
-    shorts = dict(re.findall(r"^    (-\w), --(\w+)=", done.stdout + done.stderr, re.M))
-    assert shorts == {"-r": "repetition_penalty", "-i": "ignore_end", "-j": "json",
-                      "-c": "candidates", "-e": "explain", "-b": "base_url", "-h": "hf"}
+    """Each short flag fire's --help lists, in each mode, does what its long flag does, where it
+    changes the output (-h stays help, as everywhere, though fire lists it for --hf)."""
+    shorts = {}
+    for mode in ([], ["--score"]):
+        done = picogpt(*mode, "--help", env={"PAGER": "cat"})
+        shorts[tuple(mode)] = dict(re.findall(r"^    (-\w), --(\w+)=", done.stdout + done.stderr,
+                                              re.M))
+    assert shorts == {(): {"-r": "repetition_penalty", "-i": "ignore_end", "-c": "candidates",
+                           "-e": "explain", "-b": "base_url", "-h": "hf"},
+                      ("--score",): {"-s": "stride", "-t": "top", "-j": "json", "-b": "base_url",
+                                     "-h": "hf"}}
     ending = read_encoder(vocab_dir).decode(tiny_end.prompt_ids)  # ends early unless -i
+    long_prompt = long_text(1_000)  # longer than tiny's context: the stride changes the scores
     cases = {  # short flag: (the rest of the command, the flag's value, output files)
         "-r": (["Alan Turing", "--top_k", "20", "--seed", "1"], ["1.3"], False),
         "-i": ([ending, "--n_tokens", "12"], [], False),
-        "-j": (["Alan Turing", "--score"], [], False),
         "-c": (["Alan Turing"], ["3"], False),
         "-e": (["Alan Turing"], [str(tmp_path / "page.html")], True),
         "-b": (["Alan Turing"], ["http://127.0.0.1:9"], False),  # files present: not used
+        "-s": ([long_prompt, "--score"], ["16"], False),
+        "-t": (["Alan Turing", "--score"], ["2"], False),
+        "-j": (["Alan Turing", "--score"], [], False),
     }
     for short, (args, value, writes) in cases.items():
+        mode = ("--score",) if "--score" in args else ()
         models = ["--models_dir", str((tiny_end if short == "-i" else tiny).models_dir)]
-        long = picogpt(*args, f"--{shorts[short]}", *value, "--n_tokens", "6", *models)
+        n_tokens = [] if mode else ["--n_tokens", "6"]
+        long = picogpt(*args, f"--{shorts[mode][short]}", *value, *n_tokens, *models)
         page = (tmp_path / "page.html").read_bytes() if writes else None
-        plain = picogpt(*args, "--n_tokens", "6", *models)
-        done = picogpt(*args, short, *value, "--n_tokens", "6", *models)
+        plain = picogpt(*args, *n_tokens, *models)
+        done = picogpt(*args, short, *value, *n_tokens, *models)
         assert done.returncode == 0, (short, done.stderr)
         assert done.stdout == long.stdout, short
         if writes:
@@ -241,16 +251,18 @@ def test_n_samples_with_sampling_prints_each_librarys_sample(tiny, vocab_dir):
                                   for i, sample in enumerate(samples))
 
 
-def test_help_shows_every_flag_with_its_default_and_what_it_does():
-    done = picogpt("--help", env={"PAGER": "cat"})
+@pytest.mark.parametrize("mode, function", [([], generate_text), (["--score"], score_text)])
+def test_help_shows_every_flag_with_its_default_and_what_it_does(mode, function):
+    done = picogpt(*mode, "--help", env={"PAGER": "cat"})
     text = done.stdout + done.stderr  # fire writes help to stderr when it is not a terminal
     assert done.returncode == 0
     flags = text[text.index("FLAGS"):]
-    for name, param in inspect.signature(run).parameters.items():
+    for name, param in inspect.signature(function).parameters.items():
         block = flags[flags.index(f"--{name}="):].split("\n    -")[0]
         assert f"Default: {param.default!r}" in block, name
         assert len(block.splitlines()) >= 4, name  # and a line that says what it does
-    assert "repetition penalty, temperature, top-k, top-p" in text  # the filters' order
+    if not mode:
+        assert "repetition penalty, temperature, top-k, top-p" in text  # the filters' order
 
 
 def test_streamed_text_is_the_decoded_text_with_split_characters_held_back(vocab_dir):

@@ -17,8 +17,8 @@ from transformers.generation.logits_process import (
 
 from picogpt import PicoGPTError, generate, gpt2, softmax
 from picogpt.encoder import END_OF_TEXT
-from picogpt.generate import decode_samples
-from picogpt.kvcache import CHUNK, FIRST_CHUNK, KVCache, feed
+from picogpt.generate import decode_samples, generate_samples, generate_steps
+from picogpt.kvcache import CHUNK, FIRST_CHUNK, KVCache, prefill
 from picogpt.sampling import Sampling, greedy, keep_top_p, penalize_repeats, sample_rngs
 
 
@@ -197,7 +197,7 @@ def test_an_empty_prompt_starts_from_end_of_text(tiny):
 @pytest.mark.parametrize("n_prompt, settings, message", [
     (100, {"n_tokens": 29}, "prompt is 100 tokens; with n_tokens=29 that passes GPT-2's limit "
                             "of 128"),
-    (5, {"n_tokens": -1}, "n_tokens=-1"),
+    (5, {"n_tokens": -1}, "n_tokens=-1 is not a whole number from 0 up"),
     (5, {"n_tokens": 2.5}, "n_tokens=2.5"),
     (5, {"top_k": 0}, "top_k=0"),
     (5, {"top_k": 50258}, "top_k=50258"),
@@ -208,15 +208,17 @@ def test_an_empty_prompt_starts_from_end_of_text(tiny):
     (5, {"top_p": 1.5}, "top_p=1.5"),
     (5, {"repetition_penalty": 0}, "repetition_penalty=0 must be a number above 0"),
     (5, {"n_samples": 0}, "n_samples=0 is not a whole number from 1 up"),
-    (5, {"stop": ""}, "stop='' is not a text to stop at"),
+    (5, {"stop": ""}, "stop='' is not a non-empty text"),
     (5, {"stop": "x"}, "stop needs encoder="),
-    (5, {"candidates": -2}, "candidates=-2 is not a whole number from 0 up"),
+    (5, {"candidates": -2}, "candidates=-2 is not a whole number from 1 up"),
 ])
 def test_settings_the_model_cannot_honour_are_refused(tiny, n_prompt, settings, message):
     hparams, params = load(tiny.models_dir)
     settings = {"n_tokens": 3, **settings}
+    function = (generate_samples if "n_samples" in settings else
+                generate_steps if "candidates" in settings else generate)
     with pytest.raises(PicoGPTError) as error:  # at the call, before any token is asked for
-        generate(prompt_ids(n_prompt), params, hparams["n_head"], **settings)
+        function(prompt_ids(n_prompt), params, hparams["n_head"], **settings)
     assert message in str(error.value)
 
 
@@ -227,7 +229,7 @@ def test_feeding_a_prompt_in_chunks_is_the_same_as_one_pass(tiny):
     full = gpt2(np.array(ids), **params64, n_head=hparams["n_head"])
     for chunk in (1, 5, 23, 128):
         cache = KVCache(params64, hparams["n_head"], 23)
-        logits = feed(ids, params64, hparams["n_head"], cache, chunk=chunk)
+        logits = prefill(ids, params64, hparams["n_head"], cache, chunk=chunk)
         np.testing.assert_allclose(logits, full[-1], atol=1e-9, rtol=0)
         assert cache.n_past == 23
 
@@ -237,15 +239,15 @@ def test_the_first_chunk_is_larger_and_the_passes_give_one_pass_logits(tiny_end,
     params64 = float64(params)
     ids = prompt_ids(FIRST_CHUNK + 2 * CHUNK + 9, seed=5)
     kvcache = importlib.import_module("picogpt.kvcache")
-    passes = []  # (position, rows) of each pass feed makes
-    real_forward = kvcache.forward
-    def recording_forward(inputs, params, n_head, cache):
+    passes = []  # (position, positions) of each pass prefill makes
+    real_extend = kvcache.extend
+    def recording_extend(inputs, params, n_head, cache):
         passes.append((cache.n_past, inputs.shape[-1]))
-        return real_forward(inputs, params, n_head, cache)
+        return real_extend(inputs, params, n_head, cache)
 
-    monkeypatch.setattr(kvcache, "forward", recording_forward)
+    monkeypatch.setattr(kvcache, "extend", recording_extend)
     cache = KVCache(params64, hparams["n_head"], len(ids))
-    logits = feed(ids, params64, hparams["n_head"], cache)
+    logits = prefill(ids, params64, hparams["n_head"], cache)
     assert passes == [(0, FIRST_CHUNK), (FIRST_CHUNK, CHUNK), (FIRST_CHUNK + CHUNK, CHUNK),
                       (FIRST_CHUNK + 2 * CHUNK, 9)]
     full = gpt2(np.array(ids), **params64, n_head=hparams["n_head"])
@@ -270,9 +272,9 @@ def test_the_context_can_be_filled_exactly(tiny):
 
 
 def draw(ids, params, n_head, n_tokens, **settings) -> list[list[int]]:
-    """Each sample's ids from generate with n_samples > 1."""
+    """Each sample's ids from generate_samples."""
     samples = [[] for _ in range(settings["n_samples"])]
-    for i, token in generate(ids, params, n_head, n_tokens, **settings):
+    for i, token in generate_samples(ids, params, n_head, n_tokens, **settings):
         samples[i].append(token)
     return samples
 
@@ -322,13 +324,13 @@ def test_finished_samples_leave_the_batch(tiny_end, monkeypatch):
     batch_sizes = []
 
     generate_module = importlib.import_module("picogpt.generate")
-    real_forward = generate_module.forward
+    real_step = generate_module.decode_step
 
-    def counting_forward(inputs, *args):  # the decode steps' passes (the prompt goes by feed)
+    def counting_step(inputs, *args):  # the decode steps' passes (the prompt goes by prefill)
         batch_sizes.append(np.shape(inputs)[0])
-        return real_forward(inputs, *args)
+        return real_step(inputs, *args)
 
-    monkeypatch.setattr(generate_module, "forward", counting_forward)
+    monkeypatch.setattr(generate_module, "decode_step", counting_step)
     samples = draw(tiny_end.prompt_ids, params, hparams["n_head"], 12, n_samples=6, top_k=3,
                    seed=0)
     lengths = [len(sample) for sample in samples]
@@ -378,14 +380,14 @@ def test_generation_allocates_each_cache_once(tiny_end, monkeypatch, n_samples):
     kvcache = importlib.import_module("picogpt.kvcache")
     made = []
     real_init = kvcache.KVCache.__init__
-    def recording_init(self, params, n_head, n_rows, batch=(), prompt=None):
-        made.append((n_rows, batch, prompt is not None))
-        real_init(self, params, n_head, n_rows, batch, prompt)
+    def recording_init(self, params, n_head, n_positions, batch=(), prompt=None):
+        made.append((n_positions, batch, prompt is not None))
+        real_init(self, params, n_head, n_positions, batch, prompt)
 
     monkeypatch.setattr(kvcache.KVCache, "__init__", recording_init)
     ids = prompt_ids(2 * CHUNK + 5, seed=4)
-    out = list(generate(ids, params, hparams["n_head"], 6, n_samples=n_samples, top_k=5,
-                        seed=1, stop_at_end=False))
+    out = list(generate_samples(ids, params, hparams["n_head"], 6, n_samples=n_samples,
+                                top_k=5, seed=1, stop_at_end=False))
     assert len(out) == 6 * n_samples
     if n_samples == 1:  # one cache with room for the prompt and every new token
         assert made == [(len(ids) + 6, (1,), False)]

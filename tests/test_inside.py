@@ -13,10 +13,12 @@ from test_generate import chi_square, chi_square_limit
 from test_load import picogpt
 from test_model import float64, load, prompt_ids
 
-from picogpt import generate, gpt2, softmax, trace
-from picogpt.inside import logit_lens, residual_names, visible
+from picogpt import gpt2, softmax, trace
+from picogpt.generate import generate_steps
+from picogpt.inside import logit_lens, residual_names
 from picogpt.load import read_encoder
 from picogpt.sampling import Sampling, sample_rngs
+from picogpt.show import visible
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
@@ -173,7 +175,7 @@ def test_step_candidates_are_the_distribution_the_sampler_drew_from(tiny):
     hparams, params = load(tiny.models_dir)
     ids, n_head = prompt_ids(6, seed=5), hparams["n_head"]
     settings = {"top_k": 6, "top_p": 0.9, "temperature": 0.8, "repetition_penalty": 1.3}
-    first = next(generate(ids, params, n_head, 1, seed=0, candidates=10, **settings))
+    first = next(generate_steps(ids, params, n_head, 1, seed=0, candidates=10, **settings))
     logits = gpt2(np.array(ids), **params, n_head=n_head)[-1]
     seen = np.zeros(len(logits), bool)
     seen[ids] = True
@@ -203,8 +205,8 @@ def test_candidates_flag_prints_aligned_columns(tiny, vocab_dir):
                    "--seed", "2", "--models_dir", str(tiny.models_dir))
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    steps = list(generate(encoder.encode("Alan Turing"), params, hparams["n_head"], 5, top_k=10,
-                          seed=2, candidates=3))
+    steps = list(generate_steps(encoder.encode("Alan Turing"), params, hparams["n_head"], 5,
+                                top_k=10, seed=2, candidates=3))
     rows = lines[1:6]
     for row, step in zip(rows, steps):
         chosen = ("'" + visible(encoder.decode_bytes([step.token])) + "'")[:14]
@@ -252,8 +254,8 @@ def test_the_explain_page_shows_the_engines_numbers_offline(tiny, vocab_dir, bro
                    str(path), "--models_dir", str(tiny.models_dir))
     assert done.returncode == 0, done.stderr
     prompt = encoder.encode(PROMPT)
-    steps = list(generate(prompt, params, hparams["n_head"], 8, top_k=20, seed=1,
-                          candidates=10))
+    steps = list(generate_steps(prompt, params, hparams["n_head"], 8, top_k=20, seed=1,
+                                candidates=10))
     ids = prompt + [step.token for step in steps]
     _, values = trace(ids, params, hparams["n_head"])
 
@@ -327,8 +329,8 @@ def test_candidates_flag_prints_transformers_probabilities_and_entropy(tiny, voc
     rows = done.stdout.splitlines()[1:7]
     hparams, params = load(tiny.models_dir)
     prompt = encoder.encode("Alan Turing")
-    tokens = [step.token for step in generate(prompt, params, hparams["n_head"], 6, top_k=10,
-                                              seed=2, candidates=4)]
+    tokens = [step.token for step in generate_steps(prompt, params, hparams["n_head"], 6,
+                                                    top_k=10, seed=2, candidates=4)]
     with torch.no_grad():
         logits = hf_model(tiny, float64=True)(torch.tensor([prompt + tokens])).logits[0]
     for step, row in enumerate(rows):
@@ -361,7 +363,8 @@ def test_a_long_page_keeps_the_last_positions_attention_at_the_right_offset(tiny
                    str(tiny_end.models_dir))
     assert done.returncode == 0, done.stderr
     ids = encoder.encode(prompt)
-    ids += [step.token for step in generate(ids, params, hparams["n_head"], 2, candidates=10)]
+    ids += [step.token for step in generate_steps(ids, params, hparams["n_head"], 2,
+                                                  candidates=10)]
     n_layer, n_head = hparams["n_layer"], hparams["n_head"]
     n_kept = int((ATTENTION_BYTES / (n_layer * n_head * 4)) ** 0.5)
     first = len(ids) - n_kept

@@ -1,0 +1,112 @@
+"""One way into both commands: `picogpt` and `python -m picogpt.train` read command lines here.
+
+Owns turning a command line into a call of one function through fire, and how a run ends.
+Before anything loads, every flag name is checked (an unknown one is refused with the closest
+name), text is kept exactly as typed, and at most one word stands without a flag. fire would
+otherwise read "hello, world" as a tuple, 2024 as a number and a long text as Python, so each
+value the function takes as text reaches fire as a quoted literal. fire then parses the other
+values and writes --help from the function's docstring.
+
+A run ends in one of four ways: what the function returns; a PicoGPTError, which is a problem
+the user can fix, as one line `picogpt: <message>` on stderr and exit code 1; Ctrl-C as 130; a
+reader that went away (`picogpt ... | head`) quietly as 141. Any other exception keeps its
+traceback, because it is a bug.
+"""
+
+import contextlib
+import difflib
+import inspect
+import os
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import fire
+
+from .errors import PicoGPTError
+
+TEXT = (str, str | None)  # annotations of the parameters whose values stay as typed
+
+
+def words_for_fire(argv: list[str], function: Callable, program: str, positional: str,
+                   misplaced: Callable[[str], str | None] = lambda name: None) -> list[str]:
+    """The command line as the words fire should parse for function, checked.
+
+    positional names the parameter a word without a flag fills; misplaced(name) may explain
+    why a flag that function does not take belongs elsewhere.
+    """
+    params = inspect.signature(function).parameters
+    command, words, i = [], [], 0
+    while i < len(argv):
+        arg = argv[i]
+        i += 1
+        if arg in ("-h", "--help"):
+            return ["--help"]
+        if arg == "--":  # everything after it is a word, even if it starts with dashes
+            words += argv[i:]
+            break
+        is_short = len(arg) == 2 and arg[0] == "-"
+        short = [name for name in params if arg[1] == name[0]] if is_short else []
+        if len(short) == 1:  # fire's short flag: a first letter no other flag starts with
+            arg = f"--{short[0]}"
+        elif not arg.startswith("--"):
+            words.append(arg)
+            continue
+        name, has_value, value = arg[2:].partition("=")
+        if name not in params:
+            reason = misplaced(name)
+            if reason is None:
+                guess = difflib.get_close_matches(name, list(params), n=1, cutoff=0.6)
+                hint = f"did you mean --{guess[0]}?" if guess else f"see {program} --help."
+                reason = f"unknown flag --{name}; {hint}"
+            raise PicoGPTError(reason)
+        if params[name].annotation is bool:
+            command.append(arg)
+            continue
+        if not has_value:  # the value is the next word, unless that is another flag
+            if i == len(argv) or argv[i].startswith("--") and argv[i][2:].split("=")[0] in params:
+                raise PicoGPTError(f"--{name} needs a value, as in --{name}=... (a text that "
+                                   f"starts with -- can be given as --{name}=--text).")
+            value, i = argv[i], i + 1
+        command.append(f"--{name}={value!r}" if params[name].annotation in TEXT
+                       else f"--{name}={value}")
+    what = positional.replace("_", " ")
+    if len(words) > 1:
+        shown = " ".join(repr(word) for word in words[:4])
+        raise PicoGPTError(f"{program} takes one {what}, but got {len(words)} words: {shown}. "
+                           f"Quote the whole {what}, and write flags as --name value.")
+    command += [f"--{positional}={words[0]!r}"] if words else []
+    given = {word[2:].split("=")[0] for word in command}
+    for name, param in params.items():
+        if param.default is inspect.Parameter.empty and name not in given:
+            raise PicoGPTError(f"{program} needs a {name.replace('_', ' ')}"
+                               + (f" (the first word: {program} WORD ...)" if name == positional
+                                  else f" (--{name})") + f"; see {program} --help.")
+    return command
+
+
+@contextlib.contextmanager
+def ending(stopped: str = "") -> Iterator[None]:
+    """End the process as the module says for what the block raises; stopped is what Ctrl-C
+    prints when the KeyboardInterrupt itself says nothing."""
+    try:
+        yield
+    except PicoGPTError as e:
+        print(f"picogpt: {e}", file=sys.stderr)
+        sys.exit(1)
+    except BrokenPipeError:  # the reader left (picogpt ... | head): stop quietly, as cat does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error at exit
+        sys.exit(141)  # the shell's code for a process ended by SIGPIPE
+    except KeyboardInterrupt as e:  # 130 is the shell's code for Ctrl-C
+        said = e.args[0] if e.args else stopped
+        print(f"\npicogpt: {said}" if said else "", file=sys.stderr)
+        sys.exit(130)
+
+
+def run_command(function: Callable, argv: list[str], program: str, positional: str,
+                misplaced: Callable[[str], str | None] = lambda name: None,
+                stopped: str = "") -> Any:
+    """Call function with the command line argv, ending the process as the module says."""
+    with ending(stopped):
+        command = words_for_fire(argv, function, program, positional, misplaced)
+        return fire.Fire(function, command=command, name=program, serialize=lambda result: None)
