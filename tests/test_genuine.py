@@ -18,10 +18,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import hf_name
 
 from picogpt import generate, gpt2, load_encoder_hparams_and_params
 from picogpt.download import FILES
+from scripts.fixtures.reference import hf_name
 
 pytestmark = pytest.mark.genuine
 

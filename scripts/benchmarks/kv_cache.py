@@ -1,6 +1,6 @@
 """Time greedy decoding with the KV cache and without it, on one checkpoint, in one process.
 
-    python scripts/kv_cache_speedup.py --models_dir /tmp/offline    # a 124M-shaped checkpoint
+    python -m scripts.benchmarks.kv_cache --models_dir /tmp/offline    # a 124M-shaped checkpoint
 
 Without the cache every step runs `gpt2` on the whole sequence so far and keeps the last row of
 logits; with it, `generate` feeds the prompt once and then one position per step. Both pick the
@@ -15,6 +15,7 @@ import time
 import numpy as np
 
 from picogpt import generate, gpt2, load_encoder_hparams_and_params
+from scripts.benchmarks.common import random_ids
 
 
 def without_cache(ids: list[int], params: dict, n_head: int, n_new: int) -> list[int]:
@@ -36,7 +37,7 @@ def main() -> None:
     _, hparams, params = load_encoder_hparams_and_params(args.model_size, args.models_dir)
     n_head = hparams["n_head"]
     for n_prompt in (16, 256, 512):
-        ids = [int(i) for i in np.random.default_rng(n_prompt).integers(0, 50257, n_prompt)]
+        ids = random_ids(n_prompt)
         times = {"cache": [], "no cache": []}
         for _ in range(args.rounds):
             start = time.perf_counter()

@@ -1,7 +1,7 @@
 """Time picogpt and Hugging Face transformers on the same random-weight 124M checkpoint.
 
-    python scripts/bench.py                 # writes the checkpoint to a temporary folder
-    python scripts/bench.py --work /tmp/b   # keeps (and reuses) it there
+    python -m scripts.benchmarks.speed                 # writes the checkpoint to a temp folder
+    python -m scripts.benchmarks.speed --work /tmp/b   # keeps (and reuses) it there
 
 Needs the test extra (`pip install ".[test]"`). Each engine runs in its own process so their
 memory peaks stay apart; load and start-up times are taken in fresh processes. Figures:
@@ -28,48 +28,48 @@ import json
 import os
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+from scripts.benchmarks.common import (
+    first_output_seconds,
+    median_time,
+    random_ids,
+    run_child,
+    threads,
+)
+
 PROMPT = "Alan Turing theorized that"
 N_NEW = 40
 STRIDE = 512  # scoring windows start every 512 tokens
+MODULE = "scripts.benchmarks.speed"
 
 
-def threads() -> int:
-    """Cores this process may use: what OpenBLAS uses for NumPy, and what torch is given."""
-    return len(os.sched_getaffinity(0))
+@dataclass(frozen=True)
+class Engine:
+    """What one engine can be timed doing, by name."""
 
-
-def prompt_ids(n: int) -> list[int]:
-    return [int(i) for i in np.random.default_rng(n).integers(0, 50257, n)]
-
-
-def median_time(run, repeats: int) -> float:
-    """Median seconds of run() over repeats calls, after one untimed call."""
-    run()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    prefill: Callable  # ids -> (greedy next id, state), as a prompt is fed before decoding
+    step: Callable  # (next id, state) -> (greedy next id, state): one decode step
+    sample: Callable  # (ids, n_new, n_samples) -> tokens made, top-k 50 sampling
+    generate: Callable | None  # (ids, n_new, streamer) -> None: the library's own loop
+    score: Callable  # ids -> each token's log-probability, windows of STRIDE
 
 
 # ---- what runs inside each engine's process -------------------------------------------------
 
-def picogpt_engine(work: Path):
-    """(prefill, step) for picogpt, set up as the picogpt command sets itself up."""
+def picogpt_engine(work: Path) -> Engine:
+    """picogpt, set up as the picogpt command sets itself up."""
     from picogpt.cli import reuse_freed_memory
-    from picogpt.generate import generate
-    from picogpt.kvcache import KVCache, feed, forward
+    from picogpt.generate import generate_samples
+    from picogpt.kvcache import KVCache, decode_step, prefill
     from picogpt.load import load_encoder_hparams_and_params
     from picogpt.score import score
 
@@ -77,21 +77,21 @@ def picogpt_engine(work: Path):
     _, hparams, params = load_encoder_hparams_and_params("124M", str(work / "models"))
     n_head = hparams["n_head"]
 
-    def prefill(ids):  # as generate feeds a prompt: in chunks, into a cache with room for all
+    def feed(ids):  # as generate feeds a prompt: in chunks, into a cache with room for all
         cache = KVCache(params, n_head, len(ids) + N_NEW)
-        return int(np.argmax(feed(ids, params, n_head, cache))), cache
+        return int(np.argmax(prefill(ids, params, n_head, cache))), cache
 
     def step(next_id, cache):
-        return int(np.argmax(forward(np.array([next_id]), params, n_head, cache))), cache
+        return int(np.argmax(decode_step(next_id, params, n_head, cache))), cache
 
     def sample(ids, n_new, n_samples):  # top-k 50, as transformers samples GPT-2 by default
-        return len(list(generate(ids, params, n_head, n_new, top_k=50, seed=0,
-                                 stop_at_end=False, n_samples=n_samples)))
+        return len(list(generate_samples(ids, params, n_head, n_new, top_k=50, seed=0,
+                                         stop_at_end=False, n_samples=n_samples)))
 
-    return prefill, step, sample, None, lambda ids: score(ids, params, n_head, stride=STRIDE)
+    return Engine(feed, step, sample, None, lambda ids: score(ids, params, n_head, stride=STRIDE))
 
 
-def transformers_engine(work: Path):
+def transformers_engine(work: Path) -> Engine:
     """The same for transformers' GPT2LMHeadModel with use_cache=True, plus its generate()."""
     import torch
     from transformers import GPT2LMHeadModel
@@ -132,7 +132,7 @@ def transformers_engine(work: Path):
             scored, start = start + len(window), start + STRIDE
         return torch.cat(logprobs)
 
-    return prefill, step, sample, generate, score
+    return Engine(prefill, step, sample, generate, score)
 
 
 class TokenTimes:
@@ -150,10 +150,11 @@ class TokenTimes:
 
 def measure_engine(engine: str, work: Path, repeats: int, n_prompt: int, n_samples: int) -> dict:
     """Throughput figures of one engine for one prompt length, run in this process."""
-    prefill, step, sample, generate, score = {"picogpt": picogpt_engine,
-                                              "transformers": transformers_engine}[engine](work)
+    made = {"picogpt": picogpt_engine, "transformers": transformers_engine}[engine](work)
+    prefill, step, sample, generate, score = (made.prefill, made.step, made.sample,
+                                              made.generate, made.score)
     figures = {}
-    ids = prompt_ids(n_prompt)  # one prompt length per process: the memory peak is its own
+    ids = random_ids(n_prompt)  # one prompt length per process: the memory peak is its own
     if n_prompt >= 4096:  # scoring a text of n_prompt tokens: one timed run
         start = time.perf_counter()
         score(ids)
@@ -204,15 +205,6 @@ def measure_engine(engine: str, work: Path, repeats: int, n_prompt: int, n_sampl
 
 # ---- what the parent does -------------------------------------------------------------------
 
-def child(*args: str) -> str:
-    """Run this script's --child mode in a new process and return what it printed."""
-    done = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True,
-                          cwd=ROOT)
-    if done.returncode:
-        sys.exit(f"bench: child {args} failed:\n{done.stderr[-3000:]}")
-    return done.stdout.strip().splitlines()[-1]
-
-
 def drop_page_cache() -> bool:
     """Ask Linux to forget cached file pages (needs root); False if it may not."""
     try:
@@ -227,7 +219,8 @@ def load_seconds(engine: str, work: Path, cold: bool) -> float | None:
     """Seconds from starting a process until the engine's weights are loaded."""
     if cold and not drop_page_cache():
         return None
-    return float(child("--child", "load", engine, "--work", str(work), "--t0", repr(time.time())))
+    return float(run_child(MODULE, "--child", "load", engine, "--work", str(work), "--t0",
+                           repr(time.time())))
 
 
 def first_token_seconds(engine: str, work: Path) -> float:
@@ -241,16 +234,12 @@ def first_token_seconds(engine: str, work: Path) -> float:
 def first_token_once(engine: str, work: Path) -> float:
     """One run of first_token_seconds's measurement."""
     if engine == "picogpt":
-        cmd = [str(Path(sys.executable).parent / "picogpt"), PROMPT, "--n_tokens", "40",
-               "--models_dir", str(work / "models")]
+        command = [str(Path(sys.executable).parent / "picogpt"), PROMPT, "--n_tokens", "40",
+                   "--models_dir", str(work / "models")]
     else:
-        cmd = [sys.executable, __file__, "--child", "first-token", engine, "--work", str(work)]
-    start = time.time()
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as process:
-        process.stdout.read(1)
-        seconds = time.time() - start
-        process.kill()
-    return seconds
+        command = [sys.executable, "-m", MODULE, "--child", "first-token", engine, "--work",
+                   str(work)]
+    return first_output_seconds(command)
 
 
 def read_bandwidth() -> float:
@@ -267,14 +256,13 @@ def prepare(work: Path) -> dict:
     """Write the checkpoint, convert it for picogpt (timed: the first run) and for transformers."""
     model_dir = work / "models" / "124M"
     if not (model_dir / "hparams.json").exists():
-        subprocess.run([sys.executable, str(ROOT / "scripts" / "make_checkpoint.py"),
-                        str(model_dir), "--size", "124M", "--reference",
-                        str(work / "reference.npz")], check=True, capture_output=True)
+        run_child("scripts.fixtures.checkpoint", str(model_dir), "--size", "124M", "--reference",
+                  str(work / "reference.npz"))
     for stale in (model_dir / "params").glob("*"):
         stale.unlink()
     first_run = load_seconds("picogpt", work, cold=False)
     if not (work / "hf" / "config.json").exists():
-        child("--child", "save-hf", "transformers", "--work", str(work))
+        run_child(MODULE, "--child", "save-hf", "transformers", "--work", str(work))
     hparams = json.loads((model_dir / "hparams.json").read_text())
     return {"hparams": hparams, "first_run_s": first_run}
 
@@ -351,7 +339,7 @@ def report(results: dict, info: dict, bandwidth: float) -> str:
     return "\n".join(lines)
 
 
-def run_child(args) -> None:
+def child_mode(args) -> None:
     """The --child modes: one measurement in a fresh process, printed as the last line."""
     work = Path(args.work)
     if args.child == "load":
@@ -366,15 +354,12 @@ def run_child(args) -> None:
         model_dir = work / "models" / "124M"
         tokenizer = GPT2TokenizerFast(vocab_file=str(model_dir / "encoder.json"),
                                       merges_file=str(model_dir / "vocab.bpe"))
-        prefill, _, _ = transformers_engine(work)
-        next_id, _ = prefill(tokenizer.encode(PROMPT))
+        next_id, _ = transformers_engine(work).prefill(tokenizer.encode(PROMPT))
         print(tokenizer.decode([next_id]), flush=True)
     elif args.child == "save-hf":
-        sys.path.insert(0, str(ROOT / "tests"))
-        from conftest import Checkpoint, hf_model
-        model_dir = work / "models" / "124M"
-        hf_model(Checkpoint(work / "models", model_dir, work / "reference.npz")).save_pretrained(
-            work / "hf")
+        from scripts.fixtures.reference import hf_model_of
+        hparams = json.loads((work / "models" / "124M" / "hparams.json").read_text())
+        hf_model_of(hparams, dict(np.load(work / "reference.npz"))).save_pretrained(work / "hf")
         print("saved")
     else:
         print(json.dumps(measure_engine(args.engine, work, args.repeats, args.n_prompt,
@@ -395,7 +380,7 @@ def main() -> None:
     parser.add_argument("--n_samples", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        return run_child(args)
+        return child_mode(args)
     work = args.work or Path(tempfile.mkdtemp(prefix="picogpt-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     print(f"bench: {threads()} threads, numpy {np.__version__}, checkpoint in {work}",
@@ -414,8 +399,8 @@ def main() -> None:
             if engine == "picogpt":  # scoring memory stays flat: a text four times as long
                 runs.append((16384, 1))
             for n_prompt, n_samples in runs:
-                figures.update(json.loads(child(
-                    "--child", "measure", engine, "--work", str(work), "--repeats",
+                figures.update(json.loads(run_child(
+                    MODULE, "--child", "measure", engine, "--work", str(work), "--repeats",
                     str(args.repeats), "--n_prompt", str(n_prompt), "--n_samples",
                     str(n_samples))))
             rounds[engine].append(figures)

@@ -6,19 +6,18 @@ adamw, torch with transformers' GPT2LMHeadModel, cross-entropy, backward and tor
 (decay on matrices only, as train.py). Each engine runs in a child process of its own, so its
 memory peak is its own; rounds alternate between the two, and the ratio is of medians.
 
-    python scripts/bench_train.py --rounds 3 --steps 8
+    python -m scripts.benchmarks.training --rounds 3 --steps 8
 
 It also splits picogpt's step into its parts, to show where the time goes.
 """
 
 import argparse
 import json
-import os
 import resource
 import statistics
-import subprocess
-import sys
 import time
+
+from scripts.benchmarks.common import alternate, run_child
 
 HPARAMS = {"n_vocab": 50257, "n_ctx": 128, "n_embd": 128, "n_head": 4, "n_layer": 2}
 
@@ -36,7 +35,7 @@ def timer(function, name: str, spent: dict):
 def numpy_steps(steps: int, n_batch: int, parts: bool) -> dict:
     import numpy as np
 
-    from picogpt import train
+    from picogpt import backward, train
 
     rng = np.random.default_rng(0)
     params, state = train.init_params(HPARAMS, rng), {"step": 0}
@@ -45,14 +44,14 @@ def numpy_steps(steps: int, n_batch: int, parts: bool) -> dict:
     spent = {}
     if parts:  # time each part by wrapping the functions loss_and_grads calls
         for name in ("trace", "cross_entropy", "transformer_block_backward",
-                     "embedding_backward", "layer_norm_backward"):
-            setattr(train, name, timer(getattr(train, name), name, spent))
+                     "embed_backward", "layer_norm_backward"):
+            setattr(backward, name, timer(getattr(backward, name), name, spent))
 
     def step():
         inputs, targets = next(data)
         nonlocal params, state
         start = time.perf_counter()
-        _, grads = train.loss_and_grads(inputs, targets, params, HPARAMS["n_head"])
+        _, grads = backward.loss_and_grads(inputs, targets, params, HPARAMS["n_head"])
         middle = time.perf_counter()
         params, state = train.adamw(params, grads, state, 1e-3)
         spent["loss_and_grads"] = spent.get("loss_and_grads", 0.0) + middle - start
@@ -119,11 +118,10 @@ def child(engine: str, steps: int, n_batch: int, parts: bool) -> None:
 
 
 def run(engine: str, steps: int, n_batch: int, parts: bool = False) -> dict:
-    env = {**os.environ, "OMP_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "2"}
-    done = subprocess.run([sys.executable, __file__, "--child", engine, "--steps", str(steps),
-                           "--n_batch", str(n_batch), *["--parts"] * parts],
-                          capture_output=True, text=True, env=env, check=True)
-    return json.loads(done.stdout.splitlines()[-1])
+    """One engine's figures, measured in a child process of its own."""
+    return json.loads(run_child("scripts.benchmarks.training", "--child", engine, "--steps",
+                                str(steps), "--n_batch", str(n_batch), *["--parts"] * parts,
+                                env={"OMP_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "2"}))
 
 
 def main() -> None:
@@ -137,10 +135,9 @@ def main() -> None:
     if args.child:
         child(args.child, args.steps, args.n_batch, args.parts)
         return
-    results = {"numpy": [], "torch": []}
-    for _ in range(args.rounds):
-        for engine in results:
-            results[engine].append(run(engine, args.steps, args.n_batch))
+    results = alternate(args.rounds, {engine: lambda engine=engine: run(engine, args.steps,
+                                                                        args.n_batch)
+                                      for engine in ("numpy", "torch")})
     split = run("numpy", args.steps, args.n_batch, parts=True)
     speeds = {engine: statistics.median(r["tokens_per_s"] for r in runs)
               for engine, runs in results.items()}
@@ -155,7 +152,7 @@ def main() -> None:
     total = split["seconds"]
     parts = split["parts"]
     inside = sum(parts[name] for name in ("trace", "cross_entropy",
-                                          "transformer_block_backward", "embedding_backward",
+                                          "transformer_block_backward", "embed_backward",
                                           "layer_norm_backward"))
     rows = {**{name: parts[name] for name in parts if name not in ("loss_and_grads",)},
             "unembedding matmuls and the rest": parts["loss_and_grads"] - inside}

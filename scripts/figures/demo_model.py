@@ -5,8 +5,8 @@ MPL ... ; each may be copied verbatim, and every Debian-based machine has them, 
 tokens). Nothing is mixed in. Training the default shape for 450 steps of 16 x 128 tokens takes
 ~10 minutes on 2 cores:
 
-    python scripts/demo_model.py train --models_dir /tmp/demo
-    python scripts/demo_model.py views --models_dir /tmp/demo --out docs/trained
+    python -m scripts.figures.demo_model train --models_dir /tmp/demo
+    python -m scripts.figures.demo_model views --models_dir /tmp/demo --out docs/trained
 
 `views` prints the numbers docs/trained-model.md quotes and writes its pictures: attention of
 the most previous-token-like and the most induction-like head, and wpe's cosine similarity.
@@ -17,12 +17,12 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from position_similarity import write_png
 
 from picogpt import load_encoder_hparams_and_params
 from picogpt.inside import cosine_similarity, residual_names, trace
 from picogpt.model import layer_norm, softmax
 from picogpt.train import train
+from scripts.figures.common import upscale, write_png
 
 LICENSES = Path("/usr/share/common-licenses")
 # made up, so the model cannot have learned it: whatever it predicts in the second copy comes
@@ -40,11 +40,6 @@ def doubled(text: str) -> str:
     """Every line twice in a row: a text in which what follows a passage's first copy says
     what follows in its second, the pattern induction heads learn to copy."""
     return "".join(f"{line}\n{line}\n" for line in text.split("\n") if line.strip())
-
-
-def upscale(gray: np.ndarray, factor: int) -> np.ndarray:
-    """Each value as a factor x factor square, so a small matrix is visible in a picture."""
-    return np.kron(gray, np.ones((factor, factor)))
 
 
 def views(models_dir: str, out: Path, name: str) -> None:

@@ -5,12 +5,10 @@ dark = 0 or below). The sinusoidal one depends only on the distance between posi
 is the same along every diagonal. The wpe one is whatever the checkpoint in --models_dir
 learned: real GPT-2 shows smooth bands; a random-weight checkpoint shows noise.
 
-    python scripts/position_similarity.py docs/positions.png --models_dir models
+    python -m scripts.figures.positions docs/positions.png --models_dir models
 """
 
 import argparse
-import struct
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -18,20 +16,7 @@ import numpy as np
 from picogpt.inside import cosine_similarity
 from picogpt.load import load_encoder_hparams_and_params
 from picogpt.transformer import sinusoidal_positions
-
-
-def write_png(path: Path, gray: np.ndarray) -> None:
-    """A greyscale PNG of values in [0, 1], one byte per pixel, no library needed."""
-    pixels = (np.clip(gray, 0, 1) * 255).astype(np.uint8)
-    rows = b"".join(b"\0" + row.tobytes() for row in pixels)  # filter type 0 for each row
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(
-            ">I", zlib.crc32(kind + data))
-
-    header = struct.pack(">IIBBBBB", pixels.shape[1], pixels.shape[0], 8, 0, 0, 0, 0)
-    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header)
-                     + chunk(b"IDAT", zlib.compress(rows, 9)) + chunk(b"IEND", b""))
+from scripts.figures.common import write_png
 
 
 def main() -> None:

@@ -1,0 +1,1 @@
+"""Programs picogpt never imports, run from the repository's root as `python -m scripts....`."""

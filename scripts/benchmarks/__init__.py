@@ -1,0 +1,1 @@
+"""Timing programs: picogpt against transformers, against itself, by size."""
