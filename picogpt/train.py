@@ -74,10 +74,12 @@ def adamw(params: dict, grads: dict, state: dict, lr: float, betas=(0.9, 0.95),
 
 
 def learning_rate(step: int, steps: int, lr: float, warmup: int) -> float:
-    """Linear warm-up, then a cosine down to a tenth of lr at the last step."""
+    """The learning rate at step (0 .. steps - 1): a linear rise to lr over the first warmup
+    steps (lr * (step + 1) / warmup), then half a cosine from lr down to lr / 10, which the last
+    step reaches."""
     if step < warmup:
         return lr * (step + 1) / warmup
-    done = (step - warmup) / max(1, steps - warmup)
+    done = (step - warmup + 1) / max(1, steps - warmup)  # 0 at the warm-up's end, 1 at the last
     return float(lr * (0.1 + 0.45 * (1 + np.cos(np.pi * done))))  # a float: float32 stays
 
 

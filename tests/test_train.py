@@ -1,6 +1,7 @@
 """The backward pass, AdamW and the train command, against torch's autograd and optimiser, and
 against finite differences that need neither."""
 
+import os
 import shutil
 import subprocess
 import sys
@@ -247,3 +248,164 @@ def test_python_dash_m_picogpt_train_writes_a_model_the_command_runs(tmp_path, v
     ran = picogpt("one two", "--model_size", "count", "--models_dir", str(tmp_path),
                   "--n_tokens", "3")
     assert ran.returncode == 0 and ran.stderr == ""
+
+
+def recorded_run(monkeypatch, tmp_path, vocab_dir, text: str, **settings) -> dict:
+    """train() on text, with what it hands loss_and_grads and adamw recorded."""
+    from picogpt import train as train_module
+
+    seen = {"batches": [], "lr": []}
+    real_loss, real_adamw = train_module.loss_and_grads, train_module.adamw
+
+    def loss(inputs, targets, *args):
+        seen["batches"].append((inputs.copy(), targets.copy()))
+        return real_loss(inputs, targets, *args)
+
+    def step(params, grads, state, lr, **kwargs):
+        seen["lr"].append(lr)
+        return real_adamw(params, grads, state, lr, **kwargs)
+
+    monkeypatch.setattr(train_module, "loss_and_grads", loss)
+    monkeypatch.setattr(train_module, "adamw", step)
+    path = tmp_path / "text.txt"
+    path.write_text(text, encoding="utf-8")
+    train(str(path), name="recorded", models_dir=str(tmp_path / "models"),
+          vocab_dir=str(vocab_dir), **{**SMALL, **settings})
+    return seen
+
+
+def corpus(n_chars: int) -> str:
+    return (Path(__file__).parent / "data" / "corpus.txt").read_text(encoding="utf-8")[:n_chars]
+
+
+def test_each_target_is_the_token_after_its_input_in_the_text(monkeypatch, tmp_path, vocab_dir):
+    """What training learns from, checked against the text itself: each window of inputs is a
+    stretch of the text's bytes (and of its first nine tenths: the rest is held out), and after
+    the first j + 1 inputs the text goes on with target j."""
+    from picogpt.load import read_encoder
+
+    encoder = read_encoder(vocab_dir)
+    text = corpus(12_000)
+    data = text.encode("utf-8")
+    ids = encoder.encode(text)
+    trained_part = len(encoder.decode_bytes(ids[: int(len(ids) * 0.9)]))
+    seen = recorded_run(monkeypatch, tmp_path, vocab_dir, text, steps=3)
+    assert len(seen["batches"]) == 3
+    for inputs, targets in seen["batches"]:
+        assert inputs.shape == targets.shape == (SMALL["n_batch"], SMALL["n_ctx"])
+        for row_inputs, row_targets in zip(inputs, targets):
+            window = encoder.decode_bytes(row_inputs.tolist())
+            start = data.find(window)
+            assert start >= 0 and data.find(window, start + 1) == -1  # found, and only once
+            for j, target in enumerate(row_targets.tolist()):
+                after = start + len(encoder.decode_bytes(row_inputs[: j + 1].tolist()))
+                assert data[after:].startswith(encoder.decode_bytes([target])), j
+            assert after + len(encoder.decode_bytes([row_targets[-1]])) <= trained_part
+
+
+def test_the_learning_rate_follows_the_documented_schedule(monkeypatch, tmp_path, vocab_dir):
+    """train.py says: a linear rise over the first steps // 10 steps to lr, then half a cosine
+    down to lr / 10 at the last step. The rates train() hands AdamW, against that sentence."""
+    steps, lr = 40, 0.02
+    seen = recorded_run(monkeypatch, tmp_path, vocab_dir, corpus(8_000), steps=steps, lr=lr)
+    rates, warmup = np.array(seen["lr"]), steps // 10
+    assert len(rates) == steps
+    np.testing.assert_allclose(rates[:warmup], lr * np.arange(1, warmup + 1) / warmup)
+    decay = rates[warmup - 1:]  # from the top of the warm-up to the last step
+    assert decay[0] == pytest.approx(lr) and decay[-1] == pytest.approx(lr / 10)
+    assert np.all(np.diff(decay) < 0)
+    # half a cosine: the rate at each point of the decay, from its share of the way
+    way = np.arange(len(decay)) / (len(decay) - 1)
+    np.testing.assert_allclose(decay, lr / 10 + (lr - lr / 10) * (1 + np.cos(np.pi * way)) / 2)
+
+
+@pytest.mark.parametrize("name", ["2024", "[1, 2]", "None", "1e3", "True"])
+def test_a_name_fire_would_read_as_a_value_is_kept_as_typed(name, tmp_path, vocab_dir):
+    """python -m picogpt.train reads its command line as picogpt does: --name 2024 is the text
+    '2024' (fire alone made it an int, and the run failed after training, losing it all)."""
+    text = tmp_path / "t.txt"
+    text.write_text(corpus(4_000), encoding="utf-8")
+    done = picogpt(str(text), "--name", name, "--models_dir", str(tmp_path / "models"),
+                   "--vocab_dir", str(vocab_dir), "--steps", "1", "--n_embd", "16", "--n_head",
+                   "2", "--n_ctx", "16", "--n_batch", "2", entry=main)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in (tmp_path / "models").iterdir()) == [name]
+    assert load_encoder_hparams_and_params(name, str(tmp_path / "models"))[1]["n_ctx"] == 16
+
+
+def tree_bytes(folder: Path) -> dict:
+    """Every file under folder, by relative path, with its bytes."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file()}
+
+
+@pytest.mark.parametrize("name, message", [
+    ("taken", "already exists, and training never overwrites a model folder; choose another"),
+    ("124M", "name='124M' is one of GPT-2's released sizes, whose folder holds OpenAI's"),
+    ("a/b", "name='a/b' is not a folder name"),
+    ("", "name='' is not a non-empty text"),
+])
+def test_a_taken_or_reserved_name_is_refused_before_training(name, message, tmp_path, vocab_dir,
+                                                             monkeypatch, tiny):
+    """Refused in one line before any step, and every folder already there keeps every byte."""
+    from picogpt import train as train_module
+
+    models_dir = tmp_path / "models"
+    shutil.copytree(tiny.models_dir, models_dir)  # a converted 124M
+    (models_dir / "taken").mkdir()
+    (models_dir / "taken" / "notes.txt").write_text("mine")
+    before = tree_bytes(models_dir)
+
+    def no_step(*args):
+        raise AssertionError("trained before refusing")
+
+    monkeypatch.setattr(train_module, "loss_and_grads", no_step)
+    text = tmp_path / "t.txt"
+    text.write_text(corpus(4_000), encoding="utf-8")
+    done = picogpt(str(text), "--name", name, "--models_dir", str(models_dir), "--vocab_dir",
+                   str(vocab_dir), entry=main)
+    assert_one_line_error(done, message)
+    assert tree_bytes(models_dir) == before
+
+
+@pytest.mark.parametrize("value, message", [
+    ("abc", "lr='abc' must be a number above 0"), ("0", "lr=0 must be a number above 0"),
+    ("-0.1", "lr=-0.1 must be a number above 0"), ("1e-3x", "lr='1e-3x' must be a number"),
+])
+def test_a_learning_rate_that_is_not_a_positive_number_is_one_line(value, message, tmp_path,
+                                                                   vocab_dir):
+    text = tmp_path / "t.txt"
+    text.write_text(corpus(4_000), encoding="utf-8")
+    done = picogpt(str(text), "--lr", value, "--models_dir", str(tmp_path / "models"),
+                   "--vocab_dir", str(vocab_dir), entry=main)
+    assert_one_line_error(done, message)
+    assert not (tmp_path / "models").exists()
+
+
+def test_ctrl_c_during_training_writes_nothing_and_exits_130(tmp_path, vocab_dir, tiny):
+    import signal
+    import time
+
+    from test_load_faults import default_sigint
+
+    models_dir = tmp_path / "models"
+    shutil.copytree(tiny.models_dir, models_dir)
+    before = tree_bytes(models_dir)
+    text = tmp_path / "t.txt"
+    text.write_text(corpus(4_000), encoding="utf-8")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "picogpt.train", str(text), "--name", "stopped", "--models_dir",
+         str(models_dir), "--vocab_dir", str(vocab_dir), "--steps", "100000", "--n_embd", "16",
+         "--n_head", "2", "--n_ctx", "16", "--n_batch", "2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=default_sigint)
+    progress = b""
+    while b"step" not in progress:  # the bar has drawn at least one step: training has begun
+        progress += os.read(process.stderr.fileno(), 1 << 16)
+    time.sleep(0.3)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130
+    last = stderr.decode().replace("\r", "\n").strip().splitlines()[-1]
+    assert last == "picogpt: training stopped; nothing was written."
+    assert b"Traceback" not in stderr
+    assert tree_bytes(models_dir) == before  # no new folder, no leftovers, nothing changed
