@@ -7,6 +7,8 @@ server all check with these, so a value is refused with the same sentence wherev
 No I/O.
 """
 
+import math
+
 from .errors import PicoGPTError
 
 
@@ -20,9 +22,9 @@ def whole_number(name: str, value, low: int = 0, high: int | None = None, hint: 
 
 
 def number(name: str, value, low: float, high: float | None = None, hint: str = "") -> float:
-    """value, if it is a real number above low (and at most high, when given)."""
-    if isinstance(value, int | float) and not isinstance(value, bool) and low < value and (
-            high is None or value <= high):
+    """value, if it is a finite real number above low (and at most high, when given)."""
+    real = isinstance(value, int | float) and not isinstance(value, bool)
+    if real and low < value < math.inf and (high is None or value <= high):
         return value
     span = f"above {low:g}" if high is None else f"above {low:g} and at most {high:g}"
     raise PicoGPTError(f"{name}={value!r} must be a number {span}{hint_text(hint)}.")

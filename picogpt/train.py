@@ -10,6 +10,7 @@ text, and `python -m picogpt.train`, which writes a model folder the picogpt com
 Side effects: reading the text, writing the model folder (through store.py), a progress bar.
 """
 
+import os
 import sys
 from pathlib import Path
 
@@ -154,6 +155,7 @@ def train(text_file: str, name: str = "trained", models_dir: str = "models", n_l
         raise PicoGPTError(f"n_embd={n_embd} is not a multiple of n_head={n_head}.")
     number("lr", lr, 0, hint="the peak learning rate; 3e-3 suits the default shape")
     whole_number("seed", seed, 0)
+    check_memory(n_layer, n_head, n_embd, n_ctx, n_batch)
     model_dir = new_model_dir(models_dir, name)
     vocab = find_vocab(vocab_dir, models_dir)
     encoder = read_encoder(vocab)
@@ -179,6 +181,25 @@ def train(text_file: str, name: str = "trained", models_dir: str = "models", n_l
     save_model(model_dir, hparams, params, vocab)
     return {"model_dir": str(model_dir), "held_out_loss_before": before,
             "held_out_loss_after": after, "last_train_loss": loss}
+
+
+def check_memory(n_layer: int, n_head: int, n_embd: int, n_ctx: int, n_batch: int,
+                 n_vocab: int = 50257) -> None:
+    """Raise PicoGPTError if training this shape would need more memory than the machine has."""
+    weights = n_vocab * n_embd + n_ctx * n_embd + n_layer * (12 * n_embd * n_embd + 13 * n_embd)
+    # the weights four times (params, grads, AdamW's two moments); per position the logits and
+    # their gradient, and what trace keeps of each block (q, k, v, z, the MLP's 4 * n_embd
+    # twice, residuals) with the attention pattern; float32
+    per_position = 2 * n_vocab + n_layer * (16 * n_embd + n_head * n_ctx)
+    need = 4 * (4 * weights + n_batch * n_ctx * per_position)
+    try:
+        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # not POSIX: the check is left out
+        return
+    if need > have:
+        raise PicoGPTError(f"training n_layer={n_layer}, n_embd={n_embd}, n_ctx={n_ctx}, "
+                           f"n_batch={n_batch} needs about {need / 2**30:,.1f} GiB and this "
+                           f"machine has {have / 2**30:,.1f} GiB; choose a smaller shape.")
 
 
 def new_model_dir(models_dir: str, name: str) -> Path:

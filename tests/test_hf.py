@@ -1,7 +1,10 @@
 """Hugging Face GPT-2 folders (`load_hf`, `--hf`) against transformers on the same weights, and
 the platform markers that decide which TensorFlow package pip installs."""
 
+import copy
 import json
+import os
+import re
 import shutil
 from pathlib import Path
 
@@ -126,12 +129,35 @@ def test_score_flag_equals_the_models_log_softmax(hf_folder):
     np.testing.assert_allclose(score(ids, params, model.config.n_head), expected, atol=1e-4)
 
 
-def test_explain_and_candidates_run_on_a_hf_folder(hf_folder, tmp_path):
-    folder, _ = hf_folder
+def page_json(page: Path) -> dict:
+    """The data an --explain page carries."""
+    html = page.read_text(encoding="utf-8")
+    start = html.index("const DATA = ") + len("const DATA = ")
+    return json.JSONDecoder().raw_decode(html[start:].replace("<\\/", "</"))[0]
+
+
+def test_explain_on_a_hf_folder_shows_transformers_attention(hf_folder, tmp_path):
+    """The page of an --hf run carries the prompt's tokens and, for every layer and head, the
+    attention transformers computes on the same folder."""
+    import base64
+
+    folder, model = hf_folder
     page = tmp_path / "page.html"
     done = picogpt("Hello", "--hf", str(folder), "--n_tokens", "3", "--explain", str(page))
     assert done.returncode == 0, done.stderr
-    assert page.stat().st_size > 10_000 and "Hello" in page.read_text(encoding="utf-8")
+    data = page_json(page)
+    encoder, hparams, _ = load_hf(str(folder))
+    ids = [token["id"] for token in data["tokens"]]
+    assert ids[: data["n_prompt"]] == encoder.encode("Hello") and len(ids) == data["n_prompt"] + 3
+    n = data["attention"]["n"]
+    attention = np.frombuffer(base64.b64decode(data["attention"]["data"]), "<f4").reshape(
+        hparams["n_layer"], hparams["n_head"], n, n)
+    eager = copy.deepcopy(model)
+    eager.set_attn_implementation("eager")  # sdpa does not return the attention weights
+    with torch.no_grad():
+        expected = eager(torch.tensor([ids]), output_attentions=True).attentions
+    for i in range(hparams["n_layer"]):
+        np.testing.assert_allclose(attention[i], expected[i][0, :, -n:, -n:].numpy(), atol=1e-5)
 
 
 def hub_cache_layout(folder: Path, cache: Path, model_id: str) -> Path:
@@ -215,7 +241,7 @@ def test_a_bad_folder_gets_one_line_and_exit_code_1(good_folder, tmp_path, chang
     folder = broken(good_folder, tmp_path, change)
     done = picogpt("Hello", "--hf", str(folder), "--n_tokens", "2")
     assert_one_line_error(done, message)
-    with pytest.raises(PicoGPTError, match="."):
+    with pytest.raises(PicoGPTError, match=re.escape(message)):
         load_hf(str(folder))
 
 
@@ -277,3 +303,243 @@ def test_intel_macs_get_tensorflow_up_to_the_last_python_it_built_for():
                    "platform_system": "Darwin", "os_name": "posix"}
     assert tensorflow_packages({**environment, "python_version": "3.12"}) == ["tensorflow"]
     assert tensorflow_packages({**environment, "python_version": "3.13"}) == []
+
+
+# ---- what a user's folder may really hold -----------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_precision_folders_load_as_float32_and_give_transformers_logits(dtype, tmp_path,
+                                                                             vocab_dir):
+    """A fine-tune saved in float16 or bfloat16 (safetensors written by save_pretrained): each
+    weight is read as the float32 of its stored value, and the logits are those transformers
+    gives when it loads the same folder in float32."""
+    from transformers import GPT2LMHeadModel
+
+    folder = tmp_path / dtype
+    random_hf_model(2, 64, 4, 3).to(getattr(torch, dtype)).save_pretrained(folder)
+    add_tokenizer(folder, vocab_dir)
+    header = safetensors_header_of(folder / "model.safetensors")
+    assert {meta["dtype"] for key, meta in header.items() if key != "__metadata__"} == {
+        {"float16": "F16", "bfloat16": "BF16"}[dtype]}
+    encoder, hparams, params = load_hf(str(folder))
+    reference = GPT2LMHeadModel.from_pretrained(folder, dtype=torch.float32).eval()
+    np.testing.assert_array_equal(params["wte"], reference.transformer.wte.weight.detach().numpy())
+    assert {a.dtype for a in (params["wte"], params["blocks"][1]["mlp"]["c_fc"]["w"])} == {
+        np.dtype(np.float32)}
+    ids = encoder.encode(PROMPT)
+    with torch.no_grad():
+        expected = reference(torch.tensor([ids])).logits[0].numpy()
+    np.testing.assert_allclose(gpt2(ids, **params, n_head=hparams["n_head"]), expected, atol=1e-4)
+    done = picogpt(PROMPT, "--hf", str(folder), "--n_tokens", "5", "--ignore_end")
+    assert done.returncode == 0, done.stderr
+
+
+def safetensors_header_of(file: Path) -> dict:
+    data = file.read_bytes()
+    return json.loads(data[8 : 8 + int.from_bytes(data[:8], "little")])
+
+
+LFS_POINTER = ("version https://git-lfs.github.com/spec/v1\n"
+               "oid sha256:248dfc3911869ec493c76e65bf2fcf7f615828b0254c12b473182f0f81d3a707\n"
+               "size 548105171\n")
+
+
+def write_safetensors(header: dict, data: bytes, file: Path) -> None:
+    """A safetensors file with this header and these bytes after it, as it stands."""
+    raw = json.dumps(header).encode()
+    file.write_bytes(len(raw).to_bytes(8, "little") + raw + data)
+
+
+def damage_weights(how: str):
+    """A change to a good folder's model.safetensors: what a user's copy can hold."""
+    def change(folder: Path) -> None:
+        file = folder / "model.safetensors"
+        data = file.read_bytes()
+        n_header = int.from_bytes(data[:8], "little")
+        header = json.loads(data[8 : 8 + n_header])
+        first = next(key for key in header if key != "__metadata__")
+        if how == "lfs_pointer":
+            file.write_text(LFS_POINTER)
+        elif how == "random_bytes":
+            file.write_bytes(np.random.default_rng(0).bytes(4096))
+        elif how == "empty":
+            file.write_bytes(b"")
+        elif how == "truncated":
+            file.write_bytes(data[: len(data) // 2])
+        elif how == "header_not_json":
+            file.write_bytes(data[:8] + b"{" * n_header + data[8 + n_header :])
+        elif how == "offsets_past_the_end":
+            header[first]["data_offsets"][1] += 10**9
+            write_safetensors(header, data[8 + n_header :], file)
+        elif how == "oversized_header":
+            file.write_bytes((2**62).to_bytes(8, "little") + data[8:])
+        elif how == "shape_that_does_not_fit_its_bytes":
+            header[first]["shape"] = [header[first]["shape"][0] * 2, *header[first]["shape"][1:]]
+            write_safetensors(header, data[8 + n_header :], file)
+        elif how == "integer_weights":
+            header[first]["dtype"] = "I32"
+            write_safetensors(header, data[8 + n_header :], file)
+    return change
+
+
+@pytest.mark.parametrize("how, message", [
+    ("lfs_pointer", f"is a Git LFS pointer ({len(LFS_POINTER)} bytes), not the weights: the "
+                    f"folder was cloned without git-lfs. Run 'git lfs install' and 'git lfs pull'"),
+    ("random_bytes", "is not a safetensors file (4096 bytes"),
+    ("empty", "is not a safetensors file (0 bytes"),
+    ("truncated", "is truncated or damaged: tensor"),
+    ("header_not_json", "is not a safetensors file"),
+    ("offsets_past_the_end", "is truncated or damaged: tensor"),
+    ("oversized_header", "is not a safetensors file"),
+    ("shape_that_does_not_fit_its_bytes", "is truncated or damaged: tensor"),
+    ("integer_weights", "picogpt reads F32, F16, BF16 and F64 weights"),
+])
+def test_a_weights_file_that_is_not_what_it_claims_is_named_in_one_line(good_folder, tmp_path,
+                                                                         how, message):
+    folder = broken(good_folder, tmp_path, damage_weights(how))
+    before = tree_bytes(folder)
+    done = picogpt("Hello", "--hf", str(folder), "--n_tokens", "2")
+    assert_one_line_error(done, message)
+    assert tree_bytes(folder) == before  # read, never written
+
+
+def tree_bytes(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file()}
+
+
+@pytest.mark.parametrize("key, value", [
+    ("activation_function", "relu"), ("layer_norm_epsilon", 1e-6), ("scale_attn_weights", False),
+    ("scale_attn_by_inverse_layer_idx", True), ("reorder_and_upcast_attn", True),
+    ("add_cross_attention", True), ("n_inner", 100),
+])
+def test_every_config_field_that_changes_the_math_is_refused(good_folder, tmp_path, key, value):
+    """Each of these would give other logits than GPT-2's math (transformers honours them)."""
+    folder = broken(good_folder, tmp_path, edit_config(**{key: value}))
+    done = picogpt("Hello", "--hf", str(folder), "--n_tokens", "2")
+    assert_one_line_error(done, f"sets {key}={value!r}")
+
+
+# ---- the Hugging Face cache, laid out by the hub client's rules ---------------------------
+
+
+def hub_client(code: str, env: dict) -> str:
+    """What huggingface_hub itself says, in a child with exactly this environment (it reads
+    the cache's location once, at import)."""
+    import subprocess
+    import sys
+
+    keep = {name: os.environ[name] for name in ("PATH", "SYSTEMROOT") if name in os.environ}
+    done = subprocess.run([sys.executable, "-c", "import huggingface_hub, sys; " + code],
+                          capture_output=True, text=True, env={**keep, "HF_HUB_OFFLINE": "1",
+                                                               **env}, check=True)
+    return done.stdout.strip()
+
+
+CACHE_VARIABLES = ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME")
+
+
+@pytest.mark.parametrize("setting", ["default", "XDG_CACHE_HOME", "HF_HOME",
+                                     "HUGGINGFACE_HUB_CACHE", "HF_HUB_CACHE"])
+def test_the_cache_is_where_the_hub_client_puts_it(setting, tmp_path, monkeypatch):
+    """Each way of placing the cache, the default (~/.cache/huggingface/hub) included, against
+    huggingface_hub's own constant."""
+    env = {"HOME": str(tmp_path / "home")}
+    if setting != "default":
+        env[setting] = str(tmp_path / setting.lower())
+    for name in CACHE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    from picogpt.hf import hub_cache
+
+    expected = hub_client("import huggingface_hub.constants as c; print(c.HF_HUB_CACHE)", env)
+    assert hub_cache() == Path(expected)
+
+
+def test_refs_main_names_the_snapshot_even_when_a_newer_one_is_there(hf_folder, good_folder,
+                                                                     tmp_path, monkeypatch):
+    """Two snapshots of one model, refs/main naming the older: picogpt runs the one the hub
+    client resolves, here from the default cache location (no variable set)."""
+    folder, _ = hf_folder
+    home = tmp_path / "home"
+    cache = home / ".cache" / "huggingface" / "hub"
+    main = hub_cache_layout(folder, cache, "someone/tiny-gpt2")
+    newer = main.parent / ("f" * 40)  # another revision, made later: not what main names
+    shutil.copytree(good_folder, newer)
+    os.utime(newer, (main.stat().st_mtime + 100,) * 2)
+    for name in CACHE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    resolved = hub_client("print(huggingface_hub.snapshot_download('someone/tiny-gpt2', "
+                          "local_files_only=True))", {"HOME": str(home)})
+    assert Path(resolved) == main
+    _, hparams, params = load_hf("someone/tiny-gpt2")
+    np.testing.assert_array_equal(params["wte"], load_hf(str(folder))[2]["wte"])
+    done = picogpt("Hello", "--hf", "someone/tiny-gpt2", "--n_tokens", "3",
+                   env={"HOME": str(home)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == picogpt("Hello", "--hf", str(main), "--n_tokens", "3").stdout
+
+
+ODD_VALUES = [0, -1, 2.5, "12", None, [64], {"a": 1}, True, 10**12]
+
+
+def fuzz_change(rng: np.random.Generator):
+    """One random change to one file of a good folder, and a name for it."""
+    file = rng.choice(["config.json", "vocab.json", "merges.txt", "model.safetensors"])
+    kind = rng.choice(["missing", "truncated", "random", "flipped", "pointer", "values"])
+    cut, odd = int(rng.integers(0, 400)), ODD_VALUES[int(rng.integers(len(ODD_VALUES)))]
+    seed = int(rng.integers(1 << 30))
+
+    def change(folder: Path) -> None:
+        path = folder / file
+        data = path.read_bytes()
+        if kind == "missing":
+            path.unlink()
+        elif kind == "truncated":
+            path.write_bytes(data[: cut if file != "vocab.json" else cut * 1000])
+        elif kind == "random":
+            path.write_bytes(np.random.default_rng(seed).bytes(cut * 10))
+        elif kind == "flipped":  # a few bytes of the start, where the headers are, changed
+            flipped = bytearray(data)
+            for at in np.random.default_rng(seed).integers(0, min(len(data), 600), 5):
+                flipped[at] ^= 1 << int(at % 8)
+            path.write_bytes(bytes(flipped))
+        elif kind == "pointer":
+            path.write_text(LFS_POINTER)
+        elif file == "config.json":  # a value of GPT-2's shape made odd
+            key = ["vocab_size", "n_positions", "n_embd", "n_head", "n_layer", "n_inner"][cut % 6]
+            edit_config(**{key: odd})(folder)
+        elif file == "model.safetensors":  # one tensor's header entry made odd
+            n_header = int.from_bytes(data[:8], "little")
+            header = json.loads(data[8 : 8 + n_header])
+            key = sorted(k for k in header if k != "__metadata__")[cut % (len(header) - 1)]
+            field = ["dtype", "shape", "data_offsets"][cut % 3]
+            header[key][field] = odd if field != "dtype" else ["I64", "F8", "BOOL", "x"][cut % 4]
+            write_safetensors(header, data[8 + n_header :], path)
+        else:
+            path.write_text(json.dumps(odd) if file == "vocab.json" else str(odd))
+    return f"{file}:{kind}:{cut}:{odd!r}", change
+
+
+def test_fuzzed_hf_folders_end_in_text_or_one_line(good_folder, tmp_path):
+    """60 random damages to a good folder's files: each run prints text (exit 0) or one line
+    (exit 1), never a traceback, and the folder keeps every byte."""
+    rng = np.random.default_rng(2026)
+    endings = {0: 0, 1: 0}
+    for i in range(60):
+        name, change = fuzz_change(rng)
+        folder = tmp_path / f"case{i}"
+        shutil.copytree(good_folder, folder)
+        change(folder)
+        before = tree_bytes(folder)
+        done = picogpt("Hello", "--hf", str(folder), "--n_tokens", "2")
+        assert "Traceback" not in done.stderr, (name, done.stderr)
+        if done.returncode:
+            assert_one_line_error(done, "")
+        endings[done.returncode] += 1
+        assert tree_bytes(folder) == before, name
+        shutil.rmtree(folder)
+    assert endings[1] >= 30  # most damages are refused, not run

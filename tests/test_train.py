@@ -409,3 +409,64 @@ def test_ctrl_c_during_training_writes_nothing_and_exits_130(tmp_path, vocab_dir
     assert last == "picogpt: training stopped; nothing was written."
     assert b"Traceback" not in stderr
     assert tree_bytes(models_dir) == before  # no new folder, no leftovers, nothing changed
+
+
+def fuzz_texts(tmp_path: Path) -> dict[str, Path]:
+    """Text files a careless user may hand the train command."""
+    rng = np.random.default_rng(11)
+    texts = {"empty": b"", "one_letter": b"a", "spaces": b" " * 500,
+             "binary": rng.bytes(20_000), "latin1": corpus(3_000).encode("latin-1", "replace"),
+             "utf16": corpus(3_000).encode("utf-16"), "nul_bytes": b"\0" * 5_000,
+             "long": corpus(200_000).encode("utf-8"), "crlf": corpus(5_000).replace(
+                 "\n", "\r\n").encode("utf-8"),
+             "emoji": ("👍🏽 语言模型 " * 2_000).encode("utf-8")}
+    paths = {}
+    for name, data in texts.items():
+        paths[name] = tmp_path / f"{name}.txt"
+        paths[name].write_bytes(data)
+    paths["a_folder"] = tmp_path
+    paths["missing"] = tmp_path / "no-such-file.txt"
+    return paths
+
+
+FUZZ_SETTINGS = [  # (flags, what the run must end in: "ok" or a piece of its one-line error)
+    ([], "ok"), (["--n_layer", "0"], "n_layer=0 is not a whole number from 1 up"),
+    (["--n_head", "3"], "n_embd=16 is not a multiple of n_head=3"),
+    (["--n_ctx", "1"], "ok"), (["--n_batch", "2.5"], "n_batch=2.5 is not a whole number"),
+    (["--steps", "-1"], "steps=-1 is not a whole number"),
+    (["--steps", "1e9"], "steps=1000000000.0 is not a whole number"),
+    (["--n_embd", "1000000"], "needs about"), (["--n_ctx", "100000000"], "needs about"),
+    (["--lr", "inf"], "lr='inf' must be a number above 0"), (["--lr", "1e-2"], "ok"),
+    (["--seed", "True"], "seed=True is not a whole number"), (["--seed", "[1]"], "seed=[1]"),
+    (["--n_layer", "None"], "n_layer=None"), (["--name", "--steps"], "--name needs a value"),
+    (["--nmae", "x"], "unknown flag --nmae; did you mean --name?"),
+]
+
+
+def test_fuzzed_training_inputs_end_in_a_model_or_one_line(tmp_path, vocab_dir, tiny):
+    """Odd texts and odd settings: each run ends with exit 0 and a model, or one line and exit
+    1, never a traceback; the model folders already there keep every byte."""
+    models_dir = tmp_path / "models"
+    shutil.copytree(tiny.models_dir, models_dir)
+    before = tree_bytes(models_dir)
+    small = ["--steps", "1", "--n_embd", "16", "--n_head", "2", "--n_ctx", "8", "--n_batch", "2",
+             "--vocab_dir", str(vocab_dir), "--models_dir", str(models_dir)]
+    runs = [(text, []) for text in fuzz_texts(tmp_path)]
+    runs += [("long", flags) for flags, _ in FUZZ_SETTINGS]
+    outcomes = {}
+    for i, (text, flags) in enumerate(runs):
+        done = picogpt(str(fuzz_texts(tmp_path)[text]), "--name", f"run{i}", *small, *flags,
+                       entry=main)
+        assert "Traceback" not in done.stderr, (text, flags, done.stderr)
+        if done.returncode == 0:
+            assert (models_dir / f"run{i}" / "params" / "manifest.json").is_file()
+            shutil.rmtree(models_dir / f"run{i}")
+        else:
+            assert_one_line_error(done, "")
+        outcomes[text, tuple(flags)] = "ok" if done.returncode == 0 else done.stderr
+        assert tree_bytes(models_dir) == before, (text, flags)
+    for flags, expected in FUZZ_SETTINGS:
+        assert (expected == "ok") == (outcomes["long", tuple(flags)] == "ok"), flags
+        assert expected in outcomes["long", tuple(flags)], flags
+    assert outcomes["empty", ()] != "ok" and "is 0 tokens" in outcomes["empty", ()]
+    assert "is not UTF-8" in outcomes["binary", ()] or "as UTF-8" in outcomes["binary", ()]
