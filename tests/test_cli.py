@@ -320,3 +320,33 @@ def test_temperature_without_sampling_says_it_changes_nothing(tiny, vocab_dir):
                            "sample.\n")
     sampled = picogpt(*args, "--temperature", "0.7", "--top_k", "40", "--seed", "1")
     assert sampled.returncode == 0 and sampled.stderr == ""
+
+
+@pytest.mark.parametrize("path, message", [
+    ("/no/such/dir/page.html", "--explain /no/such/dir/page.html is in /no/such/dir, which does "
+                               "not exist; give a file name in a folder you can write to."),
+    ("{tmp}", "--explain {tmp} is a folder; give a file name"),
+])
+def test_a_page_that_cannot_be_written_is_refused_before_any_work(tiny, tmp_path, monkeypatch,
+                                                                   path, message):
+    from picogpt import cli
+
+    def never(*args):
+        raise AssertionError("the model was loaded before the page's path was checked")
+
+    monkeypatch.setattr(cli, "load_model", never)
+    path, message = path.format(tmp=tmp_path), message.format(tmp=tmp_path)
+    done = picogpt("hi", "--explain", path, "--models_dir", str(tiny.models_dir))
+    assert_one_line_error(done, message)
+
+
+@pytest.mark.parametrize("flag, value", [
+    ("--explain", "x.html"), ("--candidates", "3"), ("--n_samples", "2"), ("--top_k", "5"),
+    ("--top_p", "0.9"), ("--stop", "x"), ("--seed", "1"), ("--temperature", "0.5"),
+    ("--n_tokens", "5"), ("--repetition_penalty", "1.2"), ("--ignore_end", None),
+])
+def test_score_refuses_the_flags_of_generation_instead_of_ignoring_them(tiny, flag, value):
+    done = picogpt("hi", "--score", flag, *([value] if value else []), "--models_dir",
+                   str(tiny.models_dir))
+    assert_one_line_error(done, f"{flag} does not work with --score, which scores the text as "
+                                f"it is; drop {flag}.")

@@ -142,14 +142,30 @@ def test_repetition_penalty_matches_transformers():
             np.testing.assert_array_equal(penalize_repeats(logits, seen, penalty), expected)
 
 
-def test_greedy_is_the_argmax_and_a_seed_repeats():
-    logits = np.random.default_rng(2).standard_normal(50257).astype(np.float32)
-    assert greedy(logits) == int(np.argmax(logits))
-    assert Sampling(top_k=1).pick(Sampling(top_k=1).filter(logits, None),
-                                  np.random.default_rng(3)) == greedy(logits)
-    sampling = Sampling(top_k=40, top_p=0.9)
-    a = [sampling.pick(sampling.filter(logits, None), np.random.default_rng(7)) for _ in range(3)]
-    assert len(set(a)) == 1
+def test_greedy_picks_as_torch_argmax_does_among_ties():
+    """Logits rounded so that the top value is often tied: the first of them, as
+    transformers' greedy search (torch.argmax) picks; without a tie, top_k=1 sampling picks the
+    same (with one, top-k keeps every tied token, as the filter documents)."""
+    rng = np.random.default_rng(2)
+    for _ in range(300):
+        logits = np.round(rng.standard_normal(int(rng.integers(2, 400))) * 1.5).astype(np.float32)
+        expected = int(torch.argmax(torch.from_numpy(logits)))
+        assert greedy(logits) == expected
+        if np.sum(logits == logits.max()) == 1:
+            top_1 = Sampling(top_k=1)
+            assert top_1.pick(top_1.filter(logits, None), rng) == expected
+
+
+def test_each_sample_has_its_own_generator_made_from_the_seed_and_its_number():
+    """Sample i draws from numpy's generator seeded with [seed, i] (what the README promises,
+    so a sample is the same in a batch of any size); no seed means fresh entropy each run."""
+    for seed in (0, 3, 2**40):
+        for n in (1, 2, 5):
+            for i, rng in enumerate(sample_rngs(seed, n)):
+                assert np.array_equal(rng.random(8), np.random.default_rng([seed, i]).random(8))
+    first, second = sample_rngs(None, 2), sample_rngs(None, 2)
+    assert not np.array_equal(first[0].random(8), second[0].random(8))
+    assert not np.array_equal(first[1].random(8), second[1].random(8))
 
 
 def test_generate_is_lazy_and_leaves_its_input_alone(tiny):
@@ -393,3 +409,59 @@ def test_generation_allocates_each_cache_once(tiny_end, monkeypatch, n_samples):
         assert made == [(len(ids) + 6, (1,), False)]
     else:  # the prompt's, then one row per sample for the new tokens only
         assert made == [(len(ids), (), False), (6, (n_samples,), True)]
+
+
+def test_each_samples_stop_text_is_found_in_its_own_text_after_others_end(tiny_end, vocab_dir):
+    """Samples that diverge and end at different steps, each at the first token whose text
+    completes the stop text: checked on each sample's own decoded text, and against the same
+    sample drawn alone. A stop buffer read through the wrong batch row after a sample leaves
+    would end the others at the wrong token."""
+    from picogpt.load import read_encoder
+
+    encoder = read_encoder(vocab_dir)
+    hparams, params = load(tiny_end.models_dir)
+    ids, stop = tiny_end.prompt_ids, "er"
+    settings = {"top_k": 20, "seed": 1, "stop": stop, "encoder": encoder, "stop_at_end": False}
+    batch = draw(ids, params, hparams["n_head"], 12, n_samples=6, **settings)
+    lengths = [len(sample) for sample in batch]
+    assert len({n for n in lengths if n < 12}) >= 3 and max(lengths) == 12, lengths
+    for sample in batch:
+        text = encoder.decode(sample)
+        assert stop not in encoder.decode(sample[:-1])  # it ran no further than its stop
+        assert stop in text or len(sample) == 12  # and ended there, unless it ran out
+    sampling = Sampling(20, None, 1.0, 1.0)
+    for i, sample in enumerate(batch):
+        alone = decode_samples(ids, params, hparams["n_head"], 12, sampling,
+                               [sample_rngs(1, 6)[i]], False, stop.encode(), encoder)
+        assert [token for _, token in alone] == sample
+
+
+def test_repetition_penalty_over_many_steps_equals_transformers_greedy_and_sampled(tiny):
+    """The penalty with greedy decoding (no top_k: a penalty only applied when sampling would
+    pass every other test) gives transformers' 40 tokens; when sampling, every step's filtered
+    distribution equals the one transformers' processors make from its own logits of the same
+    text."""
+    hparams, params = load(tiny.models_dir)
+    model, ids = hf_model(tiny), prompt_ids(6, seed=8)
+    with torch.no_grad():
+        out = model.generate(torch.tensor([ids]), max_new_tokens=40, do_sample=False,
+                             repetition_penalty=1.3, pad_token_id=50256, output_logits=True,
+                             return_dict_in_generate=True)
+    top2 = np.sort(torch.cat(out.logits).numpy(), axis=-1)[:, -2:]
+    assert (top2[:, 1] - top2[:, 0]).min() > 1e-3  # no near-tie for float32 noise to flip
+    expected = out.sequences[0, len(ids):].tolist()
+    assert len(set(expected)) >= 20  # the penalty is at work: few repeats
+    assert list(generate(ids, params, hparams["n_head"], 40, repetition_penalty=1.3,
+                         stop_at_end=False)) == expected
+    plain = list(generate(ids, params, hparams["n_head"], 40, stop_at_end=False))
+    assert plain != expected  # and it changes the text
+    steps = list(generate_steps(ids, params, hparams["n_head"], 20, top_k=50, seed=4,
+                                repetition_penalty=1.3, stop_at_end=False, candidates=50))
+    text = list(ids)
+    for step in steps:
+        with torch.no_grad():
+            logits = model(torch.tensor([text])).logits[0, -1].numpy()
+        processors = [RepetitionPenaltyLogitsProcessor(1.3), TopKLogitsWarper(50)]
+        probs = softmax(hf_filter(processors, logits, text).astype(np.float64))
+        np.testing.assert_allclose(step.after, probs[step.ids], atol=1e-5)
+        text.append(step.token)

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -294,8 +295,14 @@ def test_each_platform_gets_the_tensorflow_that_has_wheels_for_it(platform, pyth
                    "implementation_name": "cpython", "platform_python_implementation": "CPython"}
     expected = [] if python == "3.14" else [package]  # no TensorFlow wheel for 3.14 yet
     assert tensorflow_packages(environment) == expected
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert "safetensors" in project["dependencies"]  # --hf on every platform
+
+
+
+def test_hf_needs_no_package_beyond_numpy(good_folder, monkeypatch):
+    """--hf runs on every platform NumPy runs on: it reads safetensors without the library."""
+    monkeypatch.setitem(sys.modules, "safetensors", None)  # None: `import safetensors` fails
+    encoder, hparams, params = load_hf(str(good_folder))
+    assert params["wte"].shape == (hparams["n_vocab"], hparams["n_embd"])
 
 
 def test_intel_macs_get_tensorflow_up_to_the_last_python_it_built_for():

@@ -187,3 +187,23 @@ def test_damaged_hparams_or_vocabulary_is_one_line(tiny, tmp_path, name, content
     with pytest.raises(PicoGPTError, match=re.escape(message)):
         load_encoder_hparams_and_params("124M", str(models_dir))
     assert_one_line_error(picogpt("hi", "--models_dir", str(models_dir)), message)
+
+
+def test_a_start_compares_stamps_and_reads_no_weight_to_check_it(tiny, tmp_path, monkeypatch):
+    """The fast path is taken: a load of a converted model computes no CRC-32 (that check of
+    every byte took 2 s of a 1558M start); a file whose time changed is checked, alone."""
+    from picogpt import store
+
+    models_dir = tmp_path / "models"
+    shutil.copytree(tiny.models_dir, models_dir)  # copy2: sizes and modification times kept
+    checked = []
+    real_crc32 = store.crc32
+    monkeypatch.setattr(store, "crc32", lambda array: checked.append(array.shape)
+                        or real_crc32(array))
+    _, _, params = load_encoder_hparams_and_params("124M", str(models_dir))
+    assert checked == []
+    touched = models_dir / "124M" / "params" / "wpe.npy"
+    os.utime(touched, ns=(touched.stat().st_atime_ns, touched.stat().st_mtime_ns + 10**9))
+    _, _, again = load_encoder_hparams_and_params("124M", str(models_dir))
+    assert checked == [params["wpe"].shape]  # that file only, and it still matches
+    np.testing.assert_array_equal(again["wpe"], params["wpe"])

@@ -352,8 +352,8 @@ def child_mode(args) -> None:
     elif args.child == "first-token":  # what picogpt's CLI does, with transformers
         from transformers import GPT2TokenizerFast
         model_dir = work / "models" / "124M"
-        tokenizer = GPT2TokenizerFast(vocab_file=str(model_dir / "encoder.json"),
-                                      merges_file=str(model_dir / "vocab.bpe"))
+        tokenizer = GPT2TokenizerFast(vocab=str(model_dir / "encoder.json"),
+                                      merges=str(model_dir / "vocab.bpe"))
         next_id, _ = transformers_engine(work).prefill(tokenizer.encode(PROMPT))
         print(tokenizer.decode([next_id]), flush=True)
     elif args.child == "save-hf":
