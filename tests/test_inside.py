@@ -458,3 +458,57 @@ def test_the_page_speaks_the_browsers_language_shows_characters_and_labels_both_
         assert labels == shown, axis
     assert n == len(encoder.encode(prompt)) + 3
     assert "\ufffd" not in strip
+
+
+def has_chinese(text: str) -> bool:
+    return any("\u4e00" <= ch <= "\u9fff" for ch in text)
+
+
+def test_the_chinese_page_hovers_captions_and_tooltips_are_chinese(tiny, vocab_dir, browser,
+                                                                   tmp_path):
+    """In a zh-CN browser, every caption, the settings line, the chosen step, the hover over
+    the heatmap and the heads' tooltips are Chinese, and the hover names the weight trace
+    computed; switching to English and back changes each of them."""
+    hparams, params = load(tiny.models_dir)
+    path = tmp_path / "zh.html"
+    done = picogpt(PROMPT, "--n_tokens", "4", "--top_k", "20", "--seed", "1", "--explain",
+                   str(path), "--models_dir", str(tiny.models_dir))
+    assert done.returncode == 0, done.stderr
+    ids = read_encoder(vocab_dir).encode(PROMPT)
+    ids += [step.token for step in generate_steps(ids, params, hparams["n_head"], 4, top_k=20,
+                                                  seed=1, candidates=10)]
+    _, values = trace(ids, params, hparams["n_head"])
+    context = browser.new_context(locale="zh-CN", viewport={"width": 1200, "height": 900})
+    page = context.new_page()
+    page.goto(path.as_uri())
+
+    def words() -> dict[str, str]:
+        captions = page.evaluate("""() => [...document.querySelectorAll('[data-t]')]
+                                    .map(e => e.textContent)""")
+        page.locator("#attn").scroll_into_view_if_needed()
+        box = page.locator("#attn").bounding_box()
+        n = len(ids)
+        page.mouse.move(0, 0)  # away first: the hover below is then a move onto the cell
+        page.mouse.move(box["x"] + 2.5 * box["width"] / n, box["y"] + (n - 0.5) * box["height"] / n)
+        return {"captions": "\n".join(captions),
+                "settings": page.locator("#settings").inner_text(),
+                "step": page.locator("#step-info").inner_text(),
+                "tip": page.locator("#attn-tip").inner_text(),
+                "heads": " ".join(page.evaluate("""() => [...document.querySelectorAll(
+                    '#overview canvas')].map(c => c.title)""")),
+                "title": page.title()}
+
+    chinese = words()
+    assert all(has_chinese(text) for text in chinese.values()), chinese
+    assert all(has_chinese(line) for line in chinese["captions"].splitlines() if line), chinese
+    n = len(ids)
+    assert chinese["tip"].startswith(f"第 0 层第 0 个头：查询 {n - 1} ")
+    weight = values["blocks.0.attn.pattern"][0, n - 1, 2]
+    assert float(chinese["tip"].rsplit("：", 1)[1]) == pytest.approx(weight, rel=1e-6)
+    page.click("#lang button[data-lang=en]")
+    english = words()
+    assert not any(has_chinese(english[key]) for key in ("captions", "step", "tip", "heads"))
+    assert english["tip"].startswith(f"layer 0 head 0: query {n - 1} ")
+    page.click("#lang button[data-lang=zh]")
+    assert words() == chinese
+    context.close()
