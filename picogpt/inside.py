@@ -93,3 +93,56 @@ def cosine_similarity(x: np.ndarray) -> np.ndarray:  # [n, d] -> [n, n]
     """Cosine of the angle between every two rows."""
     unit = x / np.linalg.norm(x, axis=-1, keepdims=True)
     return unit @ unit.T
+
+
+# ---- head scores: which heads do a recognisable job -----------------------------------------
+# Each takes the values `trace` returns (any model's) and gives an [n_layer, n_head] array of
+# attention weights, averaged over the positions where the job applies. They follow Olsson et
+# al., "In-context Learning and Induction Heads" (2022), and are what TransformerLens users know
+# as head detectors ("previous_token_head", "induction_head"). The pattern of block i is
+# values["blocks.{i}.attn.pattern"], [n_head, n_seq, n_seq], rows the queries.
+
+
+def patterns(values: dict[str, np.ndarray]) -> np.ndarray:
+    """Every block's attention pattern, stacked: [n_layer, n_head, n_seq, n_seq]."""
+    n_layer = sum(1 for name in values if name.endswith(".attn.pattern"))
+    return np.stack([values[f"blocks.{i}.attn.pattern"] for i in range(n_layer)])
+
+
+def previous_token_score(values: dict[str, np.ndarray]) -> np.ndarray:  # -> [n_layer, n_head]
+    """For each query position i >= 1, the weight on position i - 1, averaged over those i."""
+    weights = patterns(values)
+    if weights.shape[-1] < 2:
+        raise ValueError("a previous-token score needs at least 2 positions")
+    return np.diagonal(weights, offset=-1, axis1=-2, axis2=-1).mean(axis=-1)
+
+
+def first_token_score(values: dict[str, np.ndarray]) -> np.ndarray:  # -> [n_layer, n_head]
+    """For each query position i >= 1, the weight on position 0, averaged over those i."""
+    weights = patterns(values)
+    if weights.shape[-1] < 2:
+        raise ValueError("a first-token score needs at least 2 positions")
+    return weights[..., 1:, 0].mean(axis=-1)
+
+
+def induction_score(values: dict[str, np.ndarray], ids) -> np.ndarray:  # -> [n_layer, n_head]
+    """For each query position i whose token ids[i] occurred before, at positions j < i, the
+    summed weight on the positions j + 1 (the tokens that followed the earlier occurrences),
+    averaged over those positions i."""
+    weights, ids = patterns(values), np.asarray(ids)
+    n_seq = ids.shape[-1]
+    same = (ids[:, None] == ids[None, :]) & np.tri(n_seq, k=-1, dtype=bool)  # [n_seq, n_seq]
+    after = np.zeros((n_seq, n_seq), bool)  # query i -> key j + 1, for each earlier j
+    after[:, 1:] = same[:, :-1]
+    repeated = same.any(axis=-1)  # [n_seq] queries whose token came before
+    if not repeated.any():
+        raise ValueError("an induction score needs a token that occurs twice in ids")
+    return (weights * after).sum(axis=-1)[..., repeated].mean(axis=-1)
+
+
+def repeated_tokens(n: int, seed: int = 0, n_vocab: int = 50257) -> list[int]:
+    """<|endoftext|>, n random token ids, and the same n again: a text in which only an
+    induction head can predict the second half (its tokens never repeat by chance)."""
+    rng = np.random.default_rng(seed)
+    first = rng.choice(n_vocab - 1, n, replace=False)  # distinct, and never <|endoftext|>
+    return [n_vocab - 1, *first.tolist(), *first.tolist()]

@@ -416,7 +416,8 @@ def test_a_long_page_keeps_the_last_positions_attention_at_the_right_offset(tiny
 
 HEADINGS = {"en-US": ["Tokens", "Step candidates", "Attention", "Logit lens",
                       "Position embeddings"],
-            "zh-CN": ["Token 序列", "每一步的候选", "注意力", "逻辑透镜（logit lens）", "位置嵌入"]}
+            "zh-CN": ["Token 序列", "每一步的候选", "注意力", "logit 透镜（logit lens）",
+                      "位置嵌入"]}
 
 
 def test_the_page_speaks_the_browsers_language_shows_characters_and_labels_both_axes(
@@ -512,3 +513,123 @@ def test_the_chinese_page_hovers_captions_and_tooltips_are_chinese(tiny, vocab_d
     page.click("#lang button[data-lang=zh]")
     assert words() == chinese
     context.close()
+
+
+# ---- head scores ------------------------------------------------------------------------------
+
+
+def crafted_values(ids: list[int]) -> dict[str, np.ndarray]:
+    """Patterns written by hand for ids, as trace names them: block 0 head 0 looks at the
+    previous position, head 1 at the first; block 1 head 0 spreads evenly over what it may
+    see, head 1 looks at the positions right after each earlier copy of the current token."""
+    n = len(ids)
+    previous, first, even, induction = (np.zeros((n, n)) for _ in range(4))
+    for i in range(n):
+        previous[i, max(i - 1, 0)] = 1
+        first[i, 0] = 1
+        even[i, : i + 1] = 1 / (i + 1)
+        after = [j + 1 for j in range(i) if ids[j] == ids[i]]
+        for j in after:
+            induction[i, j] = 1 / len(after)
+        if not after:
+            induction[i, i] = 1
+    return {"blocks.0.attn.pattern": np.stack([previous, first]),
+            "blocks.1.attn.pattern": np.stack([even, induction])}
+
+
+def test_head_scores_are_exact_on_patterns_written_by_hand():
+    from fractions import Fraction
+
+    from picogpt.inside import first_token_score, induction_score, previous_token_score
+
+    ids = [9, 1, 2, 3, 1, 2, 7]  # 1 and 2 come back: queries 4 and 5 have an earlier copy
+    values = crafted_values(ids)
+    even_previous = float(sum(Fraction(1, i + 1) for i in range(1, 7)) / 6)  # 1/(i+1) at i-1
+    even_first = even_previous  # the even head gives position 0 the same 1/(i+1)
+    even_induction = float((Fraction(1, 5) + Fraction(1, 6)) / 2)  # queries 4, 5: one key each
+    # the first-position head's query 1 looks at position 0, which is its previous one
+    np.testing.assert_allclose(previous_token_score(values), [[1, 1 / 6], [even_previous, 0]])
+    np.testing.assert_allclose(first_token_score(values), [[1 / 6, 1], [even_first, 0]])
+    np.testing.assert_allclose(induction_score(values, ids), [[0, 0], [even_induction, 1]])
+    assert previous_token_score(values).shape == (2, 2)
+    with pytest.raises(ValueError, match="a token that occurs twice"):
+        induction_score(values, list(range(7)))
+
+
+def zero_sum_codes(n: int, size: int, rng) -> np.ndarray:
+    """n orthonormal vectors of size features that each sum to 0: [n, size]. Layer norm
+    subtracts each position's mean, so codes that sum to 0 pass through it unchanged (scaled)."""
+    vectors = rng.normal(size=(size, n))
+    return np.linalg.qr(vectors - vectors.mean(axis=0))[0].T  # Q spans the same: zero-sum
+
+
+def induction_circuit(n_vocab: int = 20, n_ctx: int = 24) -> dict:
+    """A 2-layer GPT-2 (n_embd 96, 3 heads of 32) whose weights are written by hand: block 0
+    head 0 is a previous-token head, block 1 head 0 an induction head that reads what it wrote
+    (K-composition), and the unembedding reads what the induction head copies. Other heads and
+    the MLPs are zero. The residual stream holds the token's code (features 0-31), the
+    position's (32-63) and, after block 0, the previous token's code (64-95)."""
+    rng = np.random.default_rng(0)
+    n_embd, d_head = 96, 32
+    tokens, places = zero_sum_codes(n_vocab, 32, rng), zero_sum_codes(n_ctx, 32, rng)
+    token_part, place_part, previous_part = slice(0, 32), slice(32, 64), slice(64, 96)
+
+    def blank_block():
+        zero = {"w": np.zeros((n_embd, 3 * n_embd)), "b": np.zeros(3 * n_embd)}
+        return {"ln_1": {"g": np.ones(n_embd), "b": np.zeros(n_embd)},
+                "ln_2": {"g": np.ones(n_embd), "b": np.zeros(n_embd)},
+                "attn": {"c_attn": zero, "c_proj": {"w": np.zeros((n_embd, n_embd)),
+                                                    "b": np.zeros(n_embd)}},
+                "mlp": {"c_fc": {"w": np.zeros((n_embd, 4 * n_embd)), "b": np.zeros(4 * n_embd)},
+                        "c_proj": {"w": np.zeros((4 * n_embd, n_embd)), "b": np.zeros(n_embd)}}}
+
+    q, k, v = slice(0, d_head), slice(n_embd, n_embd + d_head), slice(2 * n_embd,
+                                                                      2 * n_embd + d_head)
+    # block 0, head 0: position i's query is position i - 1's code; a key is its position's
+    shift = sum(np.outer(places[i], places[i - 1]) for i in range(1, n_ctx))
+    block_0 = blank_block()
+    c_attn = block_0["attn"]["c_attn"]["w"]
+    c_attn[place_part, q] = 3 * shift
+    c_attn[place_part, k] = np.eye(32)
+    c_attn[token_part, v] = np.eye(32)  # the value: the token's code ...
+    block_0["attn"]["c_proj"]["w"][0:d_head, previous_part] = np.eye(32) / 6.93  # ... written
+    # block 1, head 0: the query is the current token's code, a key the previous token's code
+    block_1 = blank_block()
+    c_attn = block_1["attn"]["c_attn"]["w"]
+    c_attn[token_part, q] = 4 * np.eye(32)
+    c_attn[previous_part, k] = np.eye(32)
+    c_attn[token_part, v] = np.eye(32)  # the value: the token after the earlier copy
+    block_1["attn"]["c_proj"]["w"][0:d_head, token_part] = 3 * np.eye(32) / 5.66
+    wte, wpe = np.zeros((n_vocab, n_embd)), np.zeros((n_ctx, n_embd))
+    wte[:, token_part], wpe[:, place_part] = tokens, places
+    params = {"wte": wte, "wpe": wpe, "blocks": [block_0, block_1],
+              "ln_f": {"g": np.ones(n_embd), "b": np.zeros(n_embd)}}
+    from picogpt.params import tree_map
+
+    return tree_map(lambda a: np.asarray(a, np.float32), params)
+
+
+def test_head_scores_find_heads_written_into_a_models_weights():
+    """The scores of a model whose previous-token and induction heads were written by hand:
+    those two score near 1, every other head low; and the circuit works, predicting the
+    second copy of a random sequence."""
+    from picogpt.inside import (
+        first_token_score,
+        induction_score,
+        previous_token_score,
+        repeated_tokens,
+    )
+
+    params = induction_circuit()
+    ids = repeated_tokens(8, seed=3, n_vocab=20)  # <|endoftext|>, 8 random tokens, again
+    assert len(ids) == 17 and ids[1:9] == ids[9:]
+    logits, values = trace(ids, params, 3)
+    previous, induction = previous_token_score(values), induction_score(values, ids)
+    assert previous.shape == induction.shape == (2, 3)
+    assert previous[0, 0] > 0.95 and induction[1, 0] > 0.95
+    others = np.ones((2, 3), bool)
+    others[0, 0] = others[1, 0] = False
+    assert previous[others].max() < 0.4 and induction[others].max() < 0.4
+    assert first_token_score(values)[0, 0] < 0.1  # it looks back one, not at the start
+    predicted = logits.argmax(axis=-1)  # [n_seq]
+    assert predicted[9:16].tolist() == ids[10:17]  # the second copy, token by token
