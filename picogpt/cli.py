@@ -21,7 +21,7 @@ from .encoder import END_OF_TEXT, Encoder
 from .errors import PicoGPTError
 from .generate import check_settings, generate, generate_samples, generate_steps
 from .hf import load_hf
-from .load import load_encoder_hparams_and_params
+from .load import MODEL_SIZES, load_encoder_hparams_and_params
 from .page import page_data, write_page
 from .sampling import Sampling
 from .score import check_score_settings, join_scores, score_windows, summary
@@ -98,13 +98,13 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
               f"token is the most likely one); add --top_k 40 or --top_p 0.9 to sample.",
               file=sys.stderr)
     prompt = read_prompt(prompt, prompt_file)
-    encoder, hparams, params, where = load_model(model_size, models_dir, base_url, hf)
+    encoder, hparams, params, model = load_model(model_size, models_dir, base_url, hf)
     input_ids, n_head = encoder.encode(prompt), hparams["n_head"]
     settings = {"top_k": top_k, "top_p": top_p, "temperature": temperature, "seed": seed,
                 "repetition_penalty": repetition_penalty, "stop_at_end": not ignore_end,
                 "stop": stop, "encoder": encoder}
     n_shown = max(candidates, 10 if explain else 0)  # the page shows 10 per step
-    with first_output(where) as quiet:
+    with first_output(model["where"]) as quiet:
         if n_samples > 1:
             print_samples(call_first(quiet, generate_samples(
                 input_ids, params, n_head, n_tokens, n_samples=n_samples, **settings)),
@@ -125,10 +125,11 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
             print_text((step.token for step in made), encoder, stop)
     if explain:
         prompt_ids = input_ids or [END_OF_TEXT]
-        shown = {"model_size": hf or model_size, "top_k": top_k, "top_p": top_p, "seed": seed,
-                 "temperature": temperature, "repetition_penalty": repetition_penalty}
+        shown = {"top_k": top_k, "top_p": top_p, "seed": seed, "temperature": temperature,
+                 "repetition_penalty": repetition_penalty}
         write_page(explain, page_data([*prompt_ids, *(step.token for step in steps)],
-                                      len(prompt_ids), steps, params, n_head, encoder, shown))
+                                      len(prompt_ids), steps, params, n_head, encoder, shown,
+                                      model))
         print(f"picogpt: wrote {explain}", file=sys.stderr)
 
 
@@ -154,9 +155,9 @@ def score_text(prompt: str = "", stride: int | None = None, top: int = 0, json: 
     check_score_settings(1, 1024 // 2 if stride is None else stride, 1024)  # before loading
     whole_number("top", top, 0, 50257)
     text = read_prompt(prompt, prompt_file)
-    encoder, hparams, params, where = load_model(model_size, models_dir, base_url, hf)
+    encoder, hparams, params, model = load_model(model_size, models_dir, base_url, hf)
     ids = encoder.encode(text)
-    with first_output(where) as quiet, progress(len(ids), "scoring") as bar:
+    with first_output(model["where"]) as quiet, progress(len(ids), "scoring") as bar:
         windows = []
         for window in call_first(quiet, score_windows(ids, params, hparams["n_head"], stride,
                                                       top)):
@@ -174,16 +175,23 @@ WHAT_MODES_DO = {"score": ("which scores the text as it is", "to score text")}
 
 
 def load_model(model_size: str, models_dir: str, base_url: str | None,
-               hf: str | None) -> tuple[Encoder, dict, dict, str]:
-    """(encoder, hparams, params, where it came from) for the model flags."""
+               hf: str | None) -> tuple[Encoder, dict, dict, dict]:
+    """(encoder, hparams, params, model) for the model flags; model names what was loaded for
+    the pages: {"name", "kind" ("released", "trained" or "hf"), "where", and its shape}."""
     if hf is not None and (model_size, models_dir, base_url) != ("124M", "models", None):
         raise PicoGPTError("--hf names the model to run; drop --model_size, --models_dir and "
                            "--base_url, which choose one of OpenAI's downloads.")
     reuse_freed_memory()
     if hf is not None:
-        return (*load_hf(hf), hf)
-    return (*load_encoder_hparams_and_params(model_size, models_dir, base_url),
-            str(Path(models_dir) / model_size))
+        encoder, hparams, params = load_hf(hf)
+        model = {"name": hf, "kind": "hf", "where": hf}
+    else:
+        encoder, hparams, params = load_encoder_hparams_and_params(model_size, models_dir,
+                                                                   base_url)
+        model = {"name": model_size, "where": str(Path(models_dir) / model_size),
+                 "kind": "released" if model_size in MODEL_SIZES else "trained"}
+    shape = {key: hparams[key] for key in ("n_layer", "n_head", "n_embd")}
+    return encoder, hparams, params, {**model, **shape}
 
 
 def first_output(where: str):

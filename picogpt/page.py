@@ -1,9 +1,11 @@
 """The offline page of a run: `picogpt "prompt" --explain report.html`.
 
-Owns turning a run (its ids, the step candidates from `generate`, a `trace` of the whole
-sequence) into one self-contained HTML file: the template `explain.html` beside this module
-with the run's data inlined as JSON. Nothing is fetched when the page opens: no CDN, no fonts.
-Every number on the page is one that `generate`, `trace` or `logit_lens` returned.
+Owns turning a run (its ids, the step candidates from `generate_steps`, a `trace` of the whole
+sequence) into one self-contained HTML file: the template `explain.html` beside this module,
+with the drawing code every page shares (`views.js`, `views.css`) and the run's data inlined.
+Nothing is fetched when the page opens: no CDN, no fonts. Every number on the page is one that
+`generate_steps`, `trace`, `logit_lens` or the head scores returned. `views` holds what the
+--explore page's server computes with the same functions.
 """
 
 import base64
@@ -13,7 +15,15 @@ from importlib import resources
 import numpy as np
 
 from .encoder import Encoder
-from .inside import cosine_similarity, logit_lens, residual_names, trace
+from .inside import (
+    cosine_similarity,
+    first_token_score,
+    induction_score,
+    logit_lens,
+    previous_token_score,
+    residual_names,
+    trace,
+)
 from .sampling import Step
 from .show import characters, piece, shown
 
@@ -24,8 +34,19 @@ N_WPE = 128  # positions in the wpe similarity picture
 
 
 def page_data(ids: list[int], n_prompt: int, steps: list[Step], params: dict, n_head: int,
-              encoder: Encoder, settings: dict) -> dict:
-    """Everything the page shows, computed by trace, logit_lens and the generation API."""
+              encoder: Encoder, settings: dict, model: dict) -> dict:
+    """Everything the page shows, computed by trace, logit_lens, the head scores and the
+    generation API. model names the model: {"name", "kind" ("released", "trained" or "hf"),
+    "n_layer", "n_head", "n_embd"}."""
+    return {"settings": settings, "model": model, "n_prompt": n_prompt,
+            "steps": [{"token": piece(encoder, step.token), "entropy": step.entropy,
+                       "candidates": candidates(step, encoder)} for step in steps],
+            **views(ids, params, n_head, encoder)}
+
+
+def views(ids: list[int], params: dict, n_head: int, encoder: Encoder) -> dict:
+    """The views of a text that every page shows: its tokens, attention, head scores, logit
+    lens and wpe similarity."""
     n_layer, n_seq = len(params["blocks"]), len(ids)
     per_position = n_layer * n_head * 4  # bytes of attention per (query, key) pair
     n_kept = min(n_seq, int((ATTENTION_BYTES / per_position) ** 0.5))
@@ -35,15 +56,18 @@ def page_data(ids: list[int], n_prompt: int, steps: list[Step], params: dict, n_
     lens_ids, lens_probs = logit_lens(values, params, top=3)  # [n_layer + 1, n_seq, 3]
     attention = np.stack([values[name][:, first:, first:] for name in patterns])
     wpe = np.asarray(params["wpe"][:N_WPE])
+    heads = {"previous": None, "first": None, "induction": None}
+    if n_seq > 1:
+        heads["previous"] = previous_token_score(values).round(4).tolist()
+        heads["first"] = first_token_score(values).round(4).tolist()
+    if len(set(ids)) < n_seq:  # some token occurs twice
+        heads["induction"] = induction_score(values, ids).round(4).tolist()
     return {
-        "settings": settings, "n_prompt": n_prompt, "n_layer": n_layer, "n_head": n_head,
+        "n_layer": n_layer, "n_head": n_head,
         "tokens": [piece(encoder, i) for i in ids],
         "characters": characters([encoder.decode_bytes([i]) for i in ids]),
-        "steps": [{"token": piece(encoder, step.token), "entropy": step.entropy,
-                   "candidates": [{**piece(encoder, int(i)), "before": float(b), "after": float(a)}
-                                  for i, b, a in zip(step.ids, step.before, step.after)]}
-                  for step in steps],
         "attention": {"first": first, "n": n_kept, "data": float32_base64(attention)},
+        "heads": heads,
         "lens": {"text": [[shown(encoder, i) for i in row] for row in lens_ids[:, :, 0]],
                  "probs": lens_probs[:, :, 0].round(4).tolist(),
                  "top": [[" / ".join(f"{shown(encoder, i)} {p:.3f}"
@@ -54,12 +78,29 @@ def page_data(ids: list[int], n_prompt: int, steps: list[Step], params: dict, n_
     }
 
 
+def candidates(step: Step, encoder: Encoder) -> list[dict]:
+    """A step's candidates as the page shows them: each token with its probabilities."""
+    return [{**piece(encoder, int(i)), "before": float(b), "after": float(a)}
+            for i, b, a in zip(step.ids, step.before, step.after)]
+
+
 def write_page(path: str, data: dict) -> None:
-    """Fill the template with the data and write the page."""
-    template = resources.files("picogpt").joinpath("explain.html").read_text(encoding="utf-8")
-    inline = json.dumps(data, ensure_ascii=False).replace("</", "<\\/")  # never ends the script
+    """Fill the template with the shared drawing code and the data, and write the page."""
     with open(path, "w", encoding="utf-8") as f:
-        f.write(template.replace("/*DATA*/null", inline))
+        f.write(fill("explain.html", data))
+
+
+def fill(template: str, data: dict | None = None) -> str:
+    """A page template with views.css and views.js inlined, and data (JSON) in place of
+    /*DATA*/null."""
+    files = resources.files("picogpt")
+    page = files.joinpath(template).read_text(encoding="utf-8")
+    page = page.replace("/*VIEWS_CSS*/", files.joinpath("views.css").read_text(encoding="utf-8"))
+    page = page.replace("/*VIEWS_JS*/", files.joinpath("views.js").read_text(encoding="utf-8"))
+    if data is not None:
+        inline = json.dumps(data, ensure_ascii=False).replace("</", "<\\/")  # never ends a script
+        page = page.replace("/*DATA*/null", inline)
+    return page
 
 
 def float32_base64(array: np.ndarray) -> str:

@@ -4,6 +4,7 @@ and the --explain page in a real browser (Debian's chromium, driven by Playwrigh
 import os
 import re
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from test_generate import chi_square, chi_square_limit
 from test_load import picogpt
 from test_model import float64, load, prompt_ids
 
-from picogpt import gpt2, softmax, trace
+from picogpt import generate, gpt2, softmax, trace
 from picogpt.generate import generate_steps
 from picogpt.inside import logit_lens, residual_names
 from picogpt.load import read_encoder
@@ -414,10 +415,10 @@ def test_a_long_page_keeps_the_last_positions_attention_at_the_right_offset(tiny
     assert np.abs(grey - expected).max() <= 1  # float32 similarity, rounded to 0..255
 
 
-HEADINGS = {"en-US": ["Tokens", "Step candidates", "Attention", "Logit lens",
+HEADINGS = {"en-US": ["Tokens", "Step candidates", "Attention", "Head scores", "Logit lens",
                       "Position embeddings"],
-            "zh-CN": ["Token 序列", "每一步的候选", "注意力", "logit 透镜（logit lens）",
-                      "位置嵌入"]}
+            "zh-CN": ["Token 序列", "每一步的候选", "注意力", "注意力头打分",
+                      "logit 透镜（logit lens）", "位置嵌入"]}
 
 
 def test_the_page_speaks_the_browsers_language_shows_characters_and_labels_both_axes(
@@ -633,3 +634,71 @@ def test_head_scores_find_heads_written_into_a_models_weights():
     assert first_token_score(values)[0, 0] < 0.1  # it looks back one, not at the start
     predicted = logits.argmax(axis=-1)  # [n_seq]
     assert predicted[9:16].tolist() == ids[10:17]  # the second copy, token by token
+
+
+def test_the_page_names_the_model_it_shows_in_its_title_and_header_in_both_languages(
+        tiny, vocab_dir, browser, tmp_path):
+    """A released size, a model picogpt trained (said not to be GPT-2) and a Hugging Face
+    folder: each page's title and heading name it, in English and in Chinese."""
+    from test_hf import add_tokenizer, random_hf_model
+
+    from picogpt.train import train
+
+    text = tmp_path / "text.txt"
+    text.write_text((Path(__file__).parent / "data" / "corpus.txt").read_text(
+        encoding="utf-8")[:4000], encoding="utf-8")
+    train(str(text), name="mine", models_dir=str(tmp_path / "models"), n_layer=1, n_head=2,
+          n_embd=16, n_ctx=16, n_batch=2, steps=1, vocab_dir=str(vocab_dir))
+    folder = tmp_path / "hf-folder"
+    random_hf_model(1, 32, 2, 0).save_pretrained(folder)
+    add_tokenizer(folder, vocab_dir)
+    runs = {  # flags: what the title names, in English and in Chinese
+        ("--models_dir", str(tiny.models_dir)): ("GPT-2 124M", "GPT-2 124M"),
+        ("--model_size", "mine", "--models_dir", str(tmp_path / "models")): (
+            '"mine", a 1-layer model trained by picogpt (not GPT-2)',
+            "“mine”，picogpt 训练的 1 层模型（不是 GPT-2）"),
+        ("--hf", str(folder)): (f"the Hugging Face model {folder} (GPT-2's architecture)",
+                                f"Hugging Face 模型 {folder}（GPT-2 架构）"),
+    }
+    for i, (flags, names) in enumerate(runs.items()):
+        page_file = tmp_path / f"page{i}.html"
+        done = picogpt("Hello", "--n_tokens", "2", "--explain", str(page_file), *flags)
+        assert done.returncode == 0, done.stderr
+        for locale, name in zip(("en-US", "zh-CN"), names):
+            context = browser.new_context(locale=locale)
+            page = context.new_page()
+            page.goto(page_file.as_uri())
+            heading = page.locator("h1").inner_text()
+            assert name in heading and name in page.title(), (locale, heading)
+            assert name in page.locator("#settings").inner_text()
+            context.close()
+
+
+def test_the_pages_head_scores_are_the_libraries_and_a_click_shows_that_head(tiny, vocab_dir,
+                                                                             browser, tmp_path):
+    from picogpt.inside import first_token_score, induction_score, previous_token_score
+
+    hparams, params = load(tiny.models_dir)
+    prompt = "one two three four one two three four"  # tokens that repeat: an induction score
+    path = tmp_path / "heads.html"
+    done = picogpt(prompt, "--n_tokens", "3", "--explain", str(path), "--models_dir",
+                   str(tiny.models_dir))
+    assert done.returncode == 0, done.stderr
+    ids = read_encoder(vocab_dir).encode(prompt)
+    ids += list(generate(ids, params, hparams["n_head"], 3))
+    _, values = trace(ids, params, hparams["n_head"])
+    expected = {"previous": previous_token_score(values), "first": first_token_score(values),
+                "induction": induction_score(values, ids)}
+    page = browser.new_page(locale="en-US")
+    page.goto(path.as_uri())
+    for kind, scores in expected.items():
+        cells = page.locator(f"#heads .scores[data-kind={kind}] td")
+        assert cells.count() == scores.size
+        shown = np.array([float(cell.split(": ")[-1]) for cell in page.evaluate(
+            f"""() => [...document.querySelectorAll('#heads .scores[data-kind={kind}] td')]
+                .map(td => td.title)""")]).reshape(scores.shape)
+        np.testing.assert_allclose(shown, scores, atol=1e-4)
+    page.click("#heads .scores[data-kind=induction] td[data-layer='1'][data-head='2']")
+    assert (page.locator("#layer").input_value(), page.locator("#head").input_value()) == (
+        "1", "2")
+    assert page.locator("#overview canvas.sel").get_attribute("data-head") == "2"
