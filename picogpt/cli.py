@@ -1,37 +1,40 @@
-"""The `picogpt` command: prompt in, GPT-2's continuation streamed out, or the prompt scored.
+"""The `picogpt` command: prompt in, GPT-2's continuation streamed out, the prompt scored, or a
+page to explore the model.
 
 Owns what each of the command's modes does: `generate_text` (the default), `score_text`
-(`--score`) and which flags each takes; it checks their settings before anything loads, loads
-the model, runs the engine, and hands what came back to terminal.py, which prints it. Reading
-the command line, the error lines and the exit codes are command.py's, shared with
-`python -m picogpt.train`. The data flows one way: prompt -> encoder.encode -> generate ->
-encoder.decode -> stdout.
+(`--score`), `explore_model` (`--explore`), and which flags each takes. Each checks its settings
+before anything loads, loads the model the flags name (models.py), runs the engine, and hands
+what came back to terminal.py, which prints it, or to the explore server. Reading the command
+line, the error lines and the exit codes are command.py's, shared with `python -m
+picogpt.train`. The data flows one way: prompt -> encoder.encode -> generate -> encoder.decode
+-> stdout.
 """
 
-import ctypes
 import inspect
-import os
 import sys
+import threading
+import webbrowser
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 
 from .checks import whole_number
-from .command import ending, run_command
-from .encoder import END_OF_TEXT, Encoder
+from .command import ending, read_prompt, run_command
+from .encoder import END_OF_TEXT
 from .errors import PicoGPTError
+from .explore import Session
 from .generate import check_settings, generate, generate_samples, generate_steps
-from .hf import load_hf
-from .load import MODEL_SIZES, load_encoder_hparams_and_params
-from .page import page_data, write_page
+from .models import load_model
+from .page import check_path, page_data, write_page
 from .sampling import Sampling
 from .score import check_score_settings, join_scores, score_windows, summary
+from .server import ExploreServer
 from .terminal import (
     call_first,
-    notice_after,
     print_samples,
     print_scores,
     print_steps,
+    print_text,
     progress,
+    reading_notice,
     stream_text,
 )
 
@@ -92,7 +95,7 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
     if (candidates or explain) and n_samples > 1:
         raise PicoGPTError("--candidates and --explain show one sample; drop --n_samples.")
     if explain is not None:
-        check_page_path(explain)
+        check_path(explain)
     if temperature != 1.0 and not sampling.sampling:  # a warning: the output is unchanged
         print(f"picogpt: --temperature {temperature} has no effect on greedy decoding (each "
               f"token is the most likely one); add --top_k 40 or --top_p 0.9 to sample.",
@@ -104,7 +107,7 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
                 "repetition_penalty": repetition_penalty, "stop_at_end": not ignore_end,
                 "stop": stop, "encoder": encoder}
     n_shown = max(candidates, 10 if explain else 0)  # the page shows 10 per step
-    with first_output(model["where"]) as quiet:
+    with reading_notice(model["where"]) as quiet:
         if n_samples > 1:
             print_samples(call_first(quiet, generate_samples(
                 input_ids, params, n_head, n_tokens, n_samples=n_samples, **settings)),
@@ -157,7 +160,7 @@ def score_text(prompt: str = "", stride: int | None = None, top: int = 0, json: 
     text = read_prompt(prompt, prompt_file)
     encoder, hparams, params, model = load_model(model_size, models_dir, base_url, hf)
     ids = encoder.encode(text)
-    with first_output(model["where"]) as quiet, progress(len(ids), "scoring") as bar:
+    with reading_notice(model["where"]) as quiet, progress(len(ids), "scoring") as bar:
         windows = []
         for window in call_first(quiet, score_windows(ids, params, hparams["n_head"], stride,
                                                       top)):
@@ -167,93 +170,49 @@ def score_text(prompt: str = "", stride: int | None = None, top: int = 0, json: 
     print_scores(ids, scores, summary(text, scores), encoder, top, json)
 
 
-generate_text.__doc__ += MODEL_ARGS
-score_text.__doc__ += MODEL_ARGS
-MODES = {"generate": generate_text, "score": score_text}
+def explore_model(prompt: str = "", port: int | None = None, no_browser: bool = False,
+                  prompt_file: str | None = None, model_size: str = "124M",
+                  models_dir: str = "models", base_url: str | None = None,
+                  hf: str | None = None) -> None:
+    """picogpt [PROMPT] --explore: a page on 127.0.0.1 to explore the model by playing.
+
+    Edit the prompt and watch its tokens and the next token's distribution; move the
+    temperature, top-k, top-p and repetition penalty and see the distribution change at once;
+    take a token (the greedy one, one drawn with a seed, or any candidate), go back a step,
+    generate several; look inside: attention, head scores, logit lens, wpe. It prints the
+    page's address, with a secret every request must carry, and opens it in a browser. Ctrl-C
+    stops it.
+
+    Args:
+        prompt: The text the page starts with, exactly as typed.
+        port: Serve on this port of 127.0.0.1; unset picks a free one.
+        no_browser: Print the address without opening a browser.
+        prompt_file: Read the starting text from this UTF-8 file ('-' for standard input).
+    """
+    if port is not None:
+        whole_number("port", port, 1, 65535, "or leave it unset for a free one")
+    text = read_prompt(prompt, prompt_file)
+    encoder, hparams, params, model = load_model(model_size, models_dir, base_url, hf)
+    session = Session(encoder, hparams, params, model)
+    server = ExploreServer(session, port or 0, text)
+    print(f"picogpt: exploring {model['where']} at {server.url}", file=sys.stderr)
+    print(server.url, flush=True)
+    if not no_browser:
+        threading.Thread(target=webbrowser.open, args=(server.url,), daemon=True).start()
+    try:
+        server.serve_forever(0.2)
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt("the explore server stopped.") from None
+    finally:
+        server.server_close()
+
+
+for mode_function in (generate_text, score_text, explore_model):
+    mode_function.__doc__ += MODEL_ARGS
+MODES = {"generate": generate_text, "score": score_text, "explore": explore_model}
 # how a refusal names each mode: what it does to a flag it does not take, and what adding it does
-WHAT_MODES_DO = {"score": ("which scores the text as it is", "to score text")}
-
-
-def load_model(model_size: str, models_dir: str, base_url: str | None,
-               hf: str | None) -> tuple[Encoder, dict, dict, dict]:
-    """(encoder, hparams, params, model) for the model flags; model names what was loaded for
-    the pages: {"name", "kind" ("released", "trained" or "hf"), "where", and its shape}."""
-    if hf is not None and (model_size, models_dir, base_url) != ("124M", "models", None):
-        raise PicoGPTError("--hf names the model to run; drop --model_size, --models_dir and "
-                           "--base_url, which choose one of OpenAI's downloads.")
-    reuse_freed_memory()
-    if hf is not None:
-        encoder, hparams, params = load_hf(hf)
-        model = {"name": hf, "kind": "hf", "where": hf}
-    else:
-        encoder, hparams, params = load_encoder_hparams_and_params(model_size, models_dir,
-                                                                   base_url)
-        model = {"name": model_size, "where": str(Path(models_dir) / model_size),
-                 "kind": "released" if model_size in MODEL_SIZES else "trained"}
-    shape = {key: hparams[key] for key in ("n_layer", "n_head", "n_embd")}
-    return encoder, hparams, params, {**model, **shape}
-
-
-def first_output(where: str):
-    """While waiting for the first output: after 2 s, say that the weights are being read."""
-    # The weights are memory-mapped: after a restart the first pass reads them all from disk
-    # (minutes for 1558M on a slow disk), and a silent wait looks like a hang.
-    return notice_after(2.0, f"picogpt: reading the weights in {where} (after a restart they "
-                             f"come from disk) ...")
-
-
-def print_text(ids, encoder: Encoder, stop: str | None) -> None:
-    """Stream the text of ids as they come, then end the line."""
-    for text in stream_text(ids, encoder, stop):
-        print(text, end="", flush=True)
-    print(flush=True)
-
-
-def check_page_path(path: str) -> None:
-    """Raise PicoGPTError unless a page can be written at path: before any work starts."""
-    folder = Path(path).parent
-    if Path(path).is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK):
-        reason = ("is a folder" if Path(path).is_dir() else
-                  f"is in {folder}, which does not exist" if not folder.is_dir() else
-                  f"is in {folder}, which you cannot write to")
-        raise PicoGPTError(f"--explain {path} {reason}; give a file name in a folder you can "
-                           f"write to.")
-
-
-def read_prompt(prompt: str, prompt_file: str | None) -> str:
-    """The prompt as typed, or read from prompt_file, checked to be valid Unicode text."""
-    if prompt_file is not None:
-        if prompt:
-            raise PicoGPTError("give the prompt as text or with --prompt_file, not both.")
-        try:
-            data = (sys.stdin.buffer.read() if prompt_file == "-"
-                    else open(prompt_file, "rb").read())  # noqa: SIM115 (read whole, closed)
-            prompt = data.decode("utf-8")
-        except OSError as e:
-            raise PicoGPTError(f"cannot read --prompt_file {prompt_file}: {e.strerror}.") from None
-        except UnicodeDecodeError as e:
-            raise PicoGPTError(f"--prompt_file {prompt_file} is not UTF-8 text (byte {e.start} "
-                               f"is {data[e.start]:#04x}); save it as UTF-8.") from None
-        prompt = prompt.removesuffix("\n")  # the newline an editor or echo ends a file with
-    try:
-        prompt.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise PicoGPTError(f"the prompt holds {prompt[e.start]!r} at character {e.start}, which "
-                           f"is not valid Unicode text; pass the prompt as UTF-8.") from None
-    return prompt
-
-
-def reuse_freed_memory() -> None:
-    """Have glibc keep freed memory for reuse instead of handing it back to the OS at once."""
-    # Each layer frees arrays of a few MB and allocates new ones. Handed back to the OS, they
-    # return as fresh pages to fault in and zero, a large share of a long prompt's time
-    # (docs/performance.md, "Memory allocation"). Only the process owner (the CLI) sets them.
-    try:
-        mallopt = ctypes.CDLL("libc.so.6").mallopt
-    except (OSError, AttributeError):  # not glibc (macOS, Windows, musl): nothing to tune
-        return
-    mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD: blocks up to 32 MiB come from the heap
-    mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD: freed heap memory stays for the next step
+WHAT_MODES_DO = {"score": ("which scores the text as it is", "to score text"),
+                 "explore": ("whose page has a control for it", "to explore the model")}
 
 
 def recorded(items: Iterable, into: list) -> Iterator:

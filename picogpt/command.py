@@ -7,6 +7,10 @@ otherwise read "hello, world" as a tuple, 2024 as a number and a long text as Py
 value the function takes as text reaches fire as a quoted literal. fire then parses the other
 values and writes --help from the function's docstring.
 
+It also owns what every command's process needs from the command line: reading a text from a
+file or standard input as typed (`read_prompt`), and glibc's memory settings for a process that
+frees and allocates large arrays all the time (`reuse_freed_memory`).
+
 A run ends in one of four ways: what the function returns; a PicoGPTError, which is a problem
 the user can fix, as one line `picogpt: <message>` on stderr and exit code 1; Ctrl-C as 130; a
 reader that went away (`picogpt ... | head`) quietly as 141. Any other exception keeps its
@@ -14,6 +18,7 @@ traceback, because it is a bug.
 """
 
 import contextlib
+import ctypes
 import difflib
 import inspect
 import os
@@ -110,3 +115,39 @@ def run_command(function: Callable, argv: list[str], program: str, positional: s
     with ending(stopped):
         command = words_for_fire(argv, function, program, positional, misplaced)
         return fire.Fire(function, command=command, name=program, serialize=lambda result: None)
+
+
+def read_prompt(prompt: str, prompt_file: str | None) -> str:
+    """The prompt as typed, or read from prompt_file, checked to be valid Unicode text."""
+    if prompt_file is not None:
+        if prompt:
+            raise PicoGPTError("give the prompt as text or with --prompt_file, not both.")
+        try:
+            data = (sys.stdin.buffer.read() if prompt_file == "-"
+                    else open(prompt_file, "rb").read())  # noqa: SIM115 (read whole, closed)
+            prompt = data.decode("utf-8")
+        except OSError as e:
+            raise PicoGPTError(f"cannot read --prompt_file {prompt_file}: {e.strerror}.") from None
+        except UnicodeDecodeError as e:
+            raise PicoGPTError(f"--prompt_file {prompt_file} is not UTF-8 text (byte {e.start} "
+                               f"is {data[e.start]:#04x}); save it as UTF-8.") from None
+        prompt = prompt.removesuffix("\n")  # the newline an editor or echo ends a file with
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise PicoGPTError(f"the prompt holds {prompt[e.start]!r} at character {e.start}, which "
+                           f"is not valid Unicode text; pass the prompt as UTF-8.") from None
+    return prompt
+
+
+def reuse_freed_memory() -> None:
+    """Have glibc keep freed memory for reuse instead of handing it back to the OS at once."""
+    # Each layer frees arrays of a few MB and allocates new ones. Handed back to the OS, they
+    # return as fresh pages to fault in and zero, a large share of a long prompt's time
+    # (docs/performance.md, "Memory allocation"). Only the process owner (the CLI) sets them.
+    try:
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):  # not glibc (macOS, Windows, musl): nothing to tune
+        return
+    mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD: blocks up to 32 MiB come from the heap
+    mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD: freed heap memory stays for the next step

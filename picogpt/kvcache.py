@@ -89,6 +89,12 @@ class KVCache:
         """Positions seen so far, the shared prompt's included: where the next position sits."""
         return self.layers[0].n_past + (self.prompt.n_past if self.prompt else 0)
 
+    def rewind(self, n_past: int) -> None:
+        """Forget every position from n_past on: the next ones are written over them."""
+        assert 0 <= n_past <= self.n_past and self.prompt is None, "rewind within own positions"
+        for layer in self.layers:
+            layer.n_past = n_past
+
     def keep(self, rows: list[int]) -> None:
         """Drop every batch row but these: finished samples stop costing work and memory."""
         for layer in self.layers:  # [len(rows), n_head, n_positions, d_head] each

@@ -10,11 +10,14 @@ Nothing is fetched when the page opens: no CDN, no fonts. Every number on the pa
 
 import base64
 import json
+import os
 from importlib import resources
+from pathlib import Path
 
 import numpy as np
 
 from .encoder import Encoder
+from .errors import PicoGPTError
 from .inside import (
     cosine_similarity,
     first_token_score,
@@ -101,6 +104,17 @@ def fill(template: str, data: dict | None = None) -> str:
         inline = json.dumps(data, ensure_ascii=False).replace("</", "<\\/")  # never ends a script
         page = page.replace("/*DATA*/null", inline)
     return page
+
+
+def check_path(path: str) -> None:
+    """Raise PicoGPTError unless a page can be written at path: before any work starts."""
+    folder = Path(path).parent
+    if Path(path).is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK):
+        reason = ("is a folder" if Path(path).is_dir() else
+                  f"is in {folder}, which does not exist" if not folder.is_dir() else
+                  f"is in {folder}, which you cannot write to")
+        raise PicoGPTError(f"--explain {path} {reason}; give a file name in a folder you can "
+                           f"write to.")
 
 
 def float32_base64(array: np.ndarray) -> str:

@@ -130,3 +130,18 @@ def print_scores(ids: list[int], scores: Scores, summary: dict, encoder: Encoder
     print(f"{summary['n_tokens']} tokens, {summary['n_bytes']} bytes: total NLL "
           f"{summary['nll_nats']:.3f} nats, perplexity {summary['perplexity']:.3f} per token, "
           f"{summary['bits_per_byte']:.4f} bits per byte")
+
+
+def print_text(ids, encoder: Encoder, stop: str | None) -> None:
+    """Stream the text of ids as they come, then end the line."""
+    for text in stream_text(ids, encoder, stop):
+        print(text, end="", flush=True)
+    print(flush=True)
+
+
+def reading_notice(where: str):
+    """While waiting for the first output: after 2 s, say that the weights are being read."""
+    # The weights are memory-mapped: after a restart the first pass reads them all from disk
+    # (minutes for 1558M on a slow disk), and a silent wait looks like a hang.
+    return notice_after(2.0, f"picogpt: reading the weights in {where} (after a restart they "
+                             f"come from disk) ...")

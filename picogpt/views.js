@@ -7,6 +7,18 @@ const Views = (() => {
   const TEXT = {
     en: {
       title: M => `Inside one run of ${modelName(M, "en")}`,
+      explore_title: M => `Explore ${modelName(M, "en")}`,
+      h_prompt: "Prompt",
+      n_prompt: "Type or change the text: its tokens and the next token's distribution follow as you type.",
+      count: (n, ctx) => `${n} tokens of the ${ctx} the model can read`,
+      h_next: "Next token",
+      n_next: "The most likely next tokens, as the model gives them (before, grey) and after the sampler's filters (after, blue). Move a control and the distribution changes at once: no new model call. Click a candidate to append it.",
+      temperature: "temperature", top_k: "top-k", top_p: "top-p", penalty: "repetition penalty",
+      off: "off", entropy: e => `entropy after the filters: ${e} nats`,
+      greedy: "take the greedy token", draw: "draw with seed", back: "back one step",
+      generate: "generate", n_generate: "tokens",
+      busy: "working ...",
+
       h_tokens: "Tokens",
       n_tokens: "Each BPE piece with its id. Grey: the prompt; blue: generated (click one to see its step). A piece that holds only part of a UTF-8 character shows its bytes in hex; the character its pieces form together is written under them, in a dashed box.",
       h_steps: "Step candidates",
@@ -42,6 +54,18 @@ const Views = (() => {
     },
     zh: {
       title: M => `一次运行的内部：${modelName(M, "zh")}`,
+      explore_title: M => `探索 ${modelName(M, "zh")}`,
+      h_prompt: "提示词",
+      n_prompt: "输入或修改文本：它的词元和下一个词元的分布会随着输入即时更新。",
+      count: (n, ctx) => `${n} 个词元（模型最多读 ${ctx} 个）`,
+      h_next: "下一个词元",
+      n_next: "最可能的下一个词元：灰色是模型给出的原始概率（过滤前），蓝色是经过采样过滤之后的概率（过滤后）。拖动任一控件，分布立即改变，不需要重新运行模型。点击某个候选即可把它接到文本后面。",
+      temperature: "温度", top_k: "top-k", top_p: "top-p", penalty: "重复惩罚",
+      off: "关闭", entropy: e => `过滤后的熵：${e} 奈特`,
+      greedy: "取贪心词元", draw: "按种子抽取", back: "退回一步",
+      generate: "生成", n_generate: "个词元",
+      busy: "计算中……",
+
       h_tokens: "Token 序列",
       n_tokens: "每个 BPE 片段及其 id。灰色为提示词，蓝色为生成的 token（点击可查看那一步）。只含某个 UTF-8 字符部分字节的片段以十六进制显示字节；这几个片段合起来组成的字符写在它们下方的虚线框里。",
       h_steps: "每一步的候选",

@@ -1,0 +1,115 @@
+"""An exploring session: one text, its KV cache, and what the model says could come next.
+
+Owns what the --explore page can do to a text: set it (a prompt as typed), look at the next
+token's candidates under any sampler settings, append a token (picked, greedy or drawn with a
+seed), take the last one back, generate several, and look inside. The model runs once per new
+position: the text lives in a KV cache, an edit re-runs only the positions after the part that
+stayed the same, and a change of settings only filters logits already computed. The checks are
+the CLI's own (generate.check_settings and check_context, sampling's filters), so a setting is
+refused with the same sentence here as on the command line. No I/O: server.py serves it.
+"""
+
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+from .checks import whole_number
+from .encoder import END_OF_TEXT, Encoder
+from .errors import PicoGPTError
+from .generate import check_context, check_settings
+from .kvcache import KVCache, decode_step, prefill
+from .page import views
+from .sampling import Sampling, describe, sample_rngs
+from .show import characters, piece
+
+N_SHOWN = 10  # candidates the page lists
+
+
+class Session:
+    """A text and its cache, for one model."""
+
+    def __init__(self, encoder: Encoder, hparams: dict, params: dict, model: dict):
+        self.encoder, self.params, self.model = encoder, params, model
+        self.n_head, self.n_ctx = hparams["n_head"], hparams["n_ctx"]
+        self.n_vocab = hparams["n_vocab"]
+        self.cache = KVCache(params, self.n_head, self.n_ctx)  # room for the whole context
+        self.ids: list[int] = []  # the text the cache holds, position by position
+        self.logits = np.zeros(0)  # [n_vocab] the model's logits for the token after it
+        self.set_text("")  # a session always has a text: <|endoftext|> until it is given one
+
+    def set_text(self, prompt: str) -> dict:
+        """Make prompt the text (an empty one is <|endoftext|>, as generation starts)."""
+        ids = self.encoder.encode(prompt) or [END_OF_TEXT]
+        check_context(len(ids), 0, self.n_ctx)
+        same = next((i for i, (a, b) in enumerate(zip(self.ids, ids)) if a != b),
+                    min(len(self.ids), len(ids)))
+        same = min(same, len(ids) - 1)  # the last position runs again: its logits are needed
+        self.cache.rewind(same)
+        self.logits = prefill(ids[same:], self.params, self.n_head, self.cache)
+        self.ids = ids
+        return self.state()
+
+    def state(self) -> dict:
+        """The text as the page shows it."""
+        return {"tokens": [piece(self.encoder, i) for i in self.ids],
+                "characters": characters([self.encoder.decode_bytes([i]) for i in self.ids]),
+                "text": self.encoder.decode(self.ids), "n_tokens": len(self.ids),
+                "n_ctx": self.n_ctx}
+
+    def filtered(self, sampling: Sampling) -> np.ndarray:  # -> [n_vocab]
+        """The next token's logits after the sampler's filters (the penalty sees the text)."""
+        seen = np.zeros(self.logits.shape, bool)
+        seen[self.ids] = True
+        return sampling.filter(self.logits, seen)
+
+    def next(self, sampling: Sampling) -> dict:
+        """The most likely next tokens, their probabilities before and after the filters, the
+        entropy of what a draw would come from, and the token greedy decoding would take."""
+        filtered = self.filtered(sampling)
+        step = describe(int(np.argmax(filtered)), self.logits, filtered, N_SHOWN)
+        return {"candidates": [{**piece(self.encoder, int(i)), "before": float(b),
+                                "after": float(a)}
+                               for i, b, a in zip(step.ids, step.before, step.after)],
+                "entropy": step.entropy, "greedy": step.token}
+
+    def append(self, token: int) -> dict:
+        """Add one token to the text: one position through the model, through the cache."""
+        whole_number("token", token, 0, self.n_vocab - 1)
+        check_context(len(self.ids), 1, self.n_ctx)
+        self.logits = decode_step(token, self.params, self.n_head, self.cache)
+        self.ids = [*self.ids, token]
+        return self.state()
+
+    def draw(self, sampling: Sampling, seed: int) -> dict:
+        """Append the token a sampler draws with this seed: generate's first with that seed."""
+        check_settings(1, sampling, seed, None, self.n_vocab)
+        return self.append(sampling.pick(self.filtered(sampling), sample_rngs(seed, 1)[0]))
+
+    def back(self) -> dict:
+        """Take the last token back (the first stays: there is always a next token to show)."""
+        if len(self.ids) < 2:
+            raise PicoGPTError("there is no step to take back: the text is one token long.")
+        self.ids = self.ids[:-1]
+        self.cache.rewind(len(self.ids) - 1)  # re-run the new last position for its logits
+        self.logits = decode_step(self.ids[-1], self.params, self.n_head, self.cache)
+        return self.state()
+
+    def generate(self, sampling: Sampling, seed: int | None, n_tokens: int,
+                 stopped: Callable[[], bool] = lambda: False) -> Iterator[dict]:
+        """Append up to n_tokens tokens as generate would pick them from this text, yielding
+        each one's piece; it ends at <|endoftext|> (not appended), or when stopped() says so."""
+        check_settings(n_tokens, sampling, seed, None, self.n_vocab)
+        check_context(len(self.ids), n_tokens, self.n_ctx)
+        rng = sample_rngs(seed, 1)[0]
+        for _ in range(n_tokens):
+            if stopped():
+                return
+            token = sampling.pick(self.filtered(sampling), rng)
+            if token == END_OF_TEXT:
+                return
+            self.append(token)
+            yield piece(self.encoder, token)
+
+    def inside(self) -> dict:
+        """The text's attention, head scores, logit lens and wpe similarity, as on --explain."""
+        return views(self.ids, self.params, self.n_head, self.encoder)

@@ -1,0 +1,210 @@
+"""The --explore page's server: the standard library's HTTP server, on 127.0.0.1 only.
+
+Owns the web side of an exploring session (explore.py owns the session): the page itself, and
+a small JSON API the page calls. It is safe to leave running on a shared machine or with other
+sites open in the browser:
+
+- it binds 127.0.0.1, and answers only a Host header that is the address it printed and an
+  Origin, when there is one, that is that address (so a page of another site, or a name
+  rebound to 127.0.0.1, gets nothing);
+- every request needs the per-run secret of the printed address (`?token=` for the page, the
+  X-Picogpt-Token header for the API);
+- bodies over 64 KiB are refused before they are read, and every setting is checked with the
+  command line's own checks;
+- one computation runs at a time, and a request of a kind that a newer one of the same kind has
+  replaced is answered as superseded instead of computed;
+- it never reads or writes a path a request names: it serves one page and the API, nothing else;
+- a bad request gets a JSON error the page shows; the server keeps answering.
+"""
+
+import http.server
+import itertools
+import json
+import secrets
+import threading
+import traceback
+from urllib.parse import parse_qs, urlparse
+
+from .checks import whole_number
+from .errors import PicoGPTError
+from .explore import Session
+from .generate import check_settings
+from .page import fill
+from .sampling import Sampling
+
+MAX_BODY = 64 * 1024  # bytes: a 1,024-token prompt is a few KB
+API = ("text", "next", "append", "draw", "back", "generate", "inside")
+
+
+class ExploreServer(http.server.ThreadingHTTPServer):
+    """The server, its session, its secret and its address."""
+
+    daemon_threads = True
+
+    def __init__(self, session: Session, port: int, prompt: str = ""):
+        try:
+            super().__init__(("127.0.0.1", port), Handler)
+        except OSError as e:
+            raise PicoGPTError(f"cannot serve on 127.0.0.1:{port} ({e.strerror}); choose "
+                               f"another --port, or leave it unset for a free one.") from None
+        session.set_text(prompt)
+        self.session, self.secret = session, secrets.token_urlsafe(24)
+        self.host = f"127.0.0.1:{self.server_port}"
+        self.url = f"http://{self.host}/?token={self.secret}"
+        self.lock = threading.Lock()  # one computation at a time
+        self.latest: dict[str, int] = {}  # the newest request number seen, by kind
+        self.page = fill("explore.html", {**session.model, "prompt": prompt}).encode("utf-8")
+
+
+def settings(body: dict, n_vocab: int) -> Sampling:
+    """The sampler a request asks for, checked as the command line checks it."""
+    sampling = Sampling(body.get("top_k"), body.get("top_p"), body.get("temperature", 1.0),
+                        body.get("repetition_penalty", 1.0))
+    check_settings(0, sampling, None, None, n_vocab)
+    return sampling
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    """One request: checked, then the page or one API call."""
+
+    server: ExploreServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format, *args) -> None:  # the terminal shows the address, not a log
+        pass
+
+    def refuse(self, status: int, message: str) -> None:
+        self.answer(status, {"error": message})
+
+    def answer(self, status: int, value: dict | None = None, body: bytes | None = None,
+               kind: str = "application/json") -> None:
+        data = body if body is not None else json.dumps(value, ensure_ascii=False).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", kind + "; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.end_headers()
+        self.wfile.write(data)
+
+    def allowed(self) -> bool:
+        """Host, Origin and secret as the module says; refused with 403 otherwise."""
+        origin = self.headers.get("Origin")
+        if self.headers.get("Host") != self.server.host:
+            self.refuse(403, "this server answers only at the address it printed")
+            return False
+        if origin is not None and origin != f"http://{self.server.host}":
+            self.refuse(403, "requests from other sites' pages are refused")
+            return False
+        url = urlparse(self.path)
+        token = (parse_qs(url.query).get("token", [None])[0] if self.command == "GET"
+                 else self.headers.get("X-Picogpt-Token"))
+        if token is None or not secrets.compare_digest(token, self.server.secret):
+            self.refuse(403, "the secret is missing or wrong: open the address picogpt printed")
+            return False
+        return True
+
+    def do_GET(self) -> None:
+        if not self.allowed():
+            return
+        if urlparse(self.path).path != "/":
+            self.refuse(404, "there is nothing here but the page")
+            return
+        self.answer(200, body=self.server.page, kind="text/html")
+
+    def do_POST(self) -> None:
+        if not self.allowed():
+            return
+        kind = urlparse(self.path).path.removeprefix("/api/")
+        if kind not in API:
+            self.refuse(404, f"no such call; the page calls {', '.join(API)}")
+            return
+        try:
+            length = int(self.headers.get("Content-Length", ""))
+        except ValueError:
+            self.refuse(411, "a request body needs its length")
+            return
+        if not 0 <= length <= MAX_BODY:
+            self.refuse(413, f"a request body may hold up to {MAX_BODY // 1024} KiB")
+            self.close_connection = True  # its body is never read
+            return
+        try:
+            body = json.loads(self.rfile.read(length) or b"{}")
+            if not isinstance(body, dict):
+                raise ValueError
+        except ValueError:
+            self.refuse(400, "the request body is not a JSON object")
+            return
+        number = body.get("seq", 0)
+        if not isinstance(number, int) or isinstance(number, bool):
+            self.refuse(400, "seq must be a whole number")
+            return
+        with self.server.lock:
+            self.server.latest[kind] = max(number, self.server.latest.get(kind, number))
+        self.call(kind, body, number)
+
+    def call(self, kind: str, body: dict, number: int) -> None:
+        """Run one API call with the session, unless a newer one of its kind came first."""
+        session = self.server.session
+
+        def stale() -> bool:
+            return self.server.latest.get(kind, number) > number
+
+        with self.server.lock:
+            if stale():
+                self.answer(409, {"superseded": True})
+                return
+            try:
+                if kind == "generate":
+                    self.stream(session, body, stale)
+                    return
+                value = self.compute(session, kind, body)
+            except PicoGPTError as e:
+                self.refuse(400, str(e))
+                return
+            except Exception as e:  # a bug: said on the page and in the terminal, served on
+                traceback.print_exc()
+                self.refuse(500, f"picogpt hit a bug ({e!r}); the terminal has the details.")
+                return
+        self.answer(200, value)
+
+    def compute(self, session: Session, kind: str, body: dict) -> dict:
+        """The JSON answer of one call that is not a stream."""
+        if kind == "inside":
+            return session.inside()
+        sampling = settings(body, session.n_vocab)  # before the text changes
+        if kind == "text":
+            prompt = body.get("prompt", "")
+            if not isinstance(prompt, str):
+                raise PicoGPTError("prompt must be a text.")
+            state = session.set_text(prompt)
+        elif kind == "append":
+            state = session.append(body.get("token"))
+        elif kind == "draw":
+            state = session.draw(sampling, body.get("seed", 0))
+        elif kind == "back":
+            state = session.back()
+        else:
+            state = {}
+        return {**state, "next": session.next(sampling)}
+
+    def stream(self, session: Session, body: dict, stale) -> None:
+        """Generate: each token as a line of JSON as it is made, then the text's state."""
+        n_tokens = whole_number("n_tokens", body.get("n_tokens", 10), 1)
+        sampling = settings(body, session.n_vocab)
+        tokens = session.generate(sampling, body.get("seed"), n_tokens, stale)
+        first = next(tokens, None)  # the settings are checked before the answer starts
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-ndjson; charset=utf-8")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        for token in itertools.chain([first], tokens) if first else []:
+            self.chunk({"token": token})
+        self.chunk({**session.state(), "next": session.next(sampling)})
+        self.wfile.write(b"0\r\n\r\n")
+
+    def chunk(self, value: dict) -> None:
+        data = json.dumps(value, ensure_ascii=False).encode() + b"\n"
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()

@@ -1,0 +1,303 @@
+"""The --explore page and its server: in Chromium through Playwright against a served tiny model,
+and its refusals as a hostile page or a careless request would meet them."""
+
+import hashlib
+import http.client
+import json
+import signal
+import subprocess
+import threading
+
+import numpy as np
+import pytest
+from test_inside import browser  # noqa: F401 (the browser fixture)
+from test_load import PICOGPT, assert_one_line_error, picogpt
+from test_load_faults import default_sigint
+from test_model import load
+
+from picogpt import generate, gpt2, trace
+from picogpt.explore import Session
+from picogpt.load import load_encoder_hparams_and_params
+from picogpt.model import softmax
+from picogpt.sampling import Sampling
+from picogpt.server import ExploreServer
+
+PROMPT = "Alan Turing theorized that"
+
+
+@pytest.fixture
+def served(tiny):
+    """An explore server on the tiny model, in this process, on a free port."""
+    encoder, hparams, params = load_encoder_hparams_and_params("124M", str(tiny.models_dir))
+    model = {"name": "124M", "kind": "released", "where": str(tiny.model_dir),
+             **{key: hparams[key] for key in ("n_layer", "n_head", "n_embd")}}
+    server = ExploreServer(Session(encoder, hparams, params, model), 0, PROMPT)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def open_page(browser, server, locale="en-US"):
+    """The page in a fresh context; every request it makes is recorded."""
+    context = browser.new_context(locale=locale, viewport={"width": 1200, "height": 900})
+    page = context.new_page()
+    page.requests, page.errors = [], []
+    page.on("request", lambda request: page.requests.append(request.url))
+    page.on("pageerror", lambda error: page.errors.append(str(error)))
+    page.goto(server.url)
+    page.wait_for_function("document.querySelectorAll('#cands .p.after').length > 0")
+    return page
+
+
+def strip_ids(page) -> list[int]:
+    return [int(x) for x in page.locator("#tokens .tok .id").all_inner_texts()]
+
+
+def set_knob(page, knob: str, value) -> None:
+    """Move a slider as a hand would: its value, then the input event the page listens to."""
+    page.evaluate(f"""() => {{ const k = document.getElementById('{knob}'); k.value = '{value}';
+                      k.dispatchEvent(new Event('input')); }}""")
+
+
+def wait_quiet(page) -> None:
+    """Until every request the page sent has its answer drawn (typing waits 120 ms first)."""
+    page.wait_for_timeout(200)
+    page.wait_for_function("window.pending === 0")
+
+
+def next_logits(tiny, ids: list[int]) -> np.ndarray:
+    """The model's logits for the token after ids: gpt2 on the whole text, no cache."""
+    hparams, params = load(tiny.models_dir)
+    return gpt2(np.array(ids), **params, n_head=hparams["n_head"])[-1]
+
+
+def test_typing_updates_the_strip_and_the_distribution_follows_the_sliders(served, browser,
+                                                                          tiny, vocab_dir):
+    from picogpt.load import read_encoder
+
+    encoder = read_encoder(vocab_dir)
+    page = open_page(browser, served)
+    assert strip_ids(page) == encoder.encode(PROMPT)
+    page.fill("#prompt", "The cat sat on the 语言 mat")
+    wait_quiet(page)
+    ids = encoder.encode("The cat sat on the 语言 mat")
+    assert strip_ids(page) == ids
+    assert page.locator("#count").inner_text().startswith(f"{len(ids)} tokens")
+    assert "语" in page.locator("#tokens").inner_text()  # the characters over their byte pieces
+    logits = next_logits(tiny, ids)
+    for temperature, top_k in ((1.0, 0), (0.5, 20), (1.7, 20)):
+        set_knob(page, "top_k", top_k)
+        set_knob(page, "temperature", temperature)
+        wait_quiet(page)
+        shown_ids = [int(x) for x in page.evaluate(
+            "() => [...document.querySelectorAll('#cands .p.after')].map(e => e.dataset.id)")]
+        after = [float(x) for x in page.locator("#cands .p.after").all_inner_texts()]
+        sampling = Sampling(top_k=top_k or None, temperature=temperature)
+        seen = np.zeros(len(logits), bool)
+        seen[ids] = True
+        expected = softmax(sampling.filter(logits, seen).astype(np.float64))[shown_ids]
+        np.testing.assert_allclose(after, expected, atol=6e-5)
+        before = [float(x) for x in page.locator("#cands .p.before").all_inner_texts()]
+        np.testing.assert_allclose(before, softmax(logits.astype(np.float64))[shown_ids],
+                                   atol=6e-5)
+    assert page.errors == []
+
+
+def test_a_click_a_seeded_draw_and_generate_extend_the_text_as_the_library_does(served,
+                                                                                 browser, tiny,
+                                                                                 vocab_dir):
+    from picogpt.load import read_encoder
+
+    encoder = read_encoder(vocab_dir)
+    hparams, params = load(tiny.models_dir)
+    page = open_page(browser, served)
+    ids = encoder.encode(PROMPT)
+    third = int(page.locator("#cands button.name").nth(2).get_attribute("data-id"))
+    page.locator("#cands button.name").nth(2).click()
+    wait_quiet(page)
+    assert strip_ids(page) == [*ids, third]  # exactly the token clicked
+    page.click("#back")
+    wait_quiet(page)
+    assert strip_ids(page) == ids and page.input_value("#prompt") == PROMPT
+    set_knob(page, "top_k", 10)
+    set_knob(page, "temperature", 0.8)
+    page.fill("#seed", "7")
+    page.click("#draw")
+    wait_quiet(page)
+    first = next(generate(ids, params, hparams["n_head"], 1, top_k=10, temperature=0.8, seed=7))
+    assert strip_ids(page) == [*ids, first]  # generate's first token with that seed
+    page.click("#back")
+    set_knob(page, "top_k", 0)
+    set_knob(page, "temperature", 1)
+    wait_quiet(page)
+    page.fill("#n_generate", "10")
+    page.click("#generate")
+    wait_quiet(page)
+    page.wait_for_function("!document.getElementById('status').textContent")
+    cli = picogpt(PROMPT, "--n_tokens", "10", "--models_dir", str(tiny.models_dir))
+    assert page.input_value("#prompt") == PROMPT + cli.stdout.removesuffix("\n")
+    assert page.errors == []
+
+
+def test_the_heatmap_is_traces_pattern_and_the_page_stays_on_127_0_0_1(served, browser, tiny,
+                                                                       vocab_dir):
+    from picogpt.load import read_encoder
+
+    hparams, params = load(tiny.models_dir)
+    ids = read_encoder(vocab_dir).encode(PROMPT)
+    _, values = trace(ids, params, hparams["n_head"])
+    page = open_page(browser, served)
+    page.wait_for_function("document.querySelectorAll('#attn-x .label').length > 0")
+    page.select_option("#layer", "1")
+    page.select_option("#head", "2")
+    page.locator("#attn").scroll_into_view_if_needed()
+    box, n = page.locator("#attn").bounding_box(), len(ids)
+    for q, k in [(0, 0), (3, 1), (n - 1, 2), (n - 1, n - 1)]:
+        page.mouse.move(0, 0)
+        page.mouse.move(box["x"] + (k + 0.5) * box["width"] / n,
+                        box["y"] + (q + 0.5) * box["height"] / n)
+        tip = page.locator("#attn-tip").inner_text()
+        assert tip.startswith(f"layer 1 head 2: query {q} ")
+        expected = values["blocks.1.attn.pattern"][2, q, k]
+        assert float(tip.rsplit(" ", 1)[1]) == pytest.approx(expected, rel=1e-6, abs=1e-9)
+    origin = f"http://{served.host}/"
+    assert page.requests and all(url.startswith(origin) for url in page.requests)
+    assert page.errors == []
+
+
+def test_a_chinese_browser_gets_chinese_headings(served, browser):
+    page = open_page(browser, served, locale="zh-CN")
+    headings = page.locator("h2").all_inner_texts()
+    assert headings[:2] == ["提示词", "下一个词元"] and "注意力" in headings
+    assert page.title().startswith("picogpt: 探索 GPT-2 124M")
+
+
+def one_step_positions(served, monkeypatch) -> list[int]:
+    """How many positions each pass through the model holds, while the page takes a step."""
+    from picogpt import kvcache
+
+    passes, real = [], kvcache.extend
+    monkeypatch.setattr(kvcache, "extend", lambda ids, *args: passes.append(
+        np.shape(ids)[-1]) or real(ids, *args))
+    return passes
+
+
+def test_a_step_is_one_position_through_the_cache_and_an_edit_reruns_only_what_changed(
+        served, monkeypatch):
+    session = served.session
+    session.set_text(PROMPT)
+    passes = one_step_positions(served, monkeypatch)
+    session.append(int(session.next(Sampling())["greedy"]))
+    assert passes == [1]  # one new position, not the whole text again
+    passes.clear()
+    session.set_text(PROMPT + " computers")  # typing at the end: only the new tokens run
+    assert sum(passes) <= 2
+    passes.clear()
+    session.next(Sampling(top_k=5, temperature=0.5))  # a slider: no model call at all
+    assert passes == []
+
+
+def request(server, method="POST", path="/api/next", body=b"{}", headers=None) -> tuple:
+    """A raw request to the server, with the headers a page of its own would send unless told
+    otherwise: (status, decoded JSON or text)."""
+    connection = http.client.HTTPConnection("127.0.0.1", server.server_port, timeout=30)
+    sent = {"Host": server.host, "X-Picogpt-Token": server.secret,
+            "Content-Type": "application/json", **(headers or {})}
+    connection.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+    for name, value in sent.items():
+        if value is not None:
+            connection.putheader(name, value)
+    if "Content-Length" not in sent:
+        connection.putheader("Content-Length", str(len(body)))
+    connection.endheaders()
+    connection.send(body)
+    response = connection.getresponse()
+    data = response.read()
+    connection.close()
+    try:
+        return response.status, json.loads(data)
+    except ValueError:
+        return response.status, data.decode(errors="replace")
+
+
+def files_digest(folder) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            digest.update(str(path).encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
+@pytest.mark.parametrize("case", ["host", "origin", "no_secret", "wrong_secret", "big_body",
+                                  "long_prompt", "bad_settings", "file_path", "file_post",
+                                  "not_json"])
+def test_refusals_leave_the_server_answering_and_the_model_untouched(served, tiny, case):
+    before = files_digest(tiny.models_dir)
+    secret = served.secret
+    cases = {
+        "host": dict(headers={"Host": "evil.example:80"}, status=403, says="address it printed"),
+        "origin": dict(headers={"Origin": "http://evil.example"}, status=403,
+                       says="other sites' pages"),
+        "no_secret": dict(headers={"X-Picogpt-Token": None}, status=403, says="secret"),
+        "wrong_secret": dict(headers={"X-Picogpt-Token": secret[:-1] + "x"}, status=403,
+                             says="secret"),
+        "big_body": dict(body=b"{" + b" " * (70 * 1024) + b"}", status=413, says="64 KiB"),
+        "long_prompt": dict(path="/api/text", body=json.dumps({"prompt": "hello " * 200}).encode(),
+                            status=400, says="passes GPT-2's limit of 128"),
+        "bad_settings": dict(body=b'{"temperature": -1, "top_k": 0}', status=400,
+                             says="top_k=0 is not a whole number from 1 to 50257"),
+        "file_path": dict(method="GET", path=f"/../../etc/passwd?token={secret}", body=b"",
+                          status=404, says="nothing here but the page"),
+        "file_post": dict(path="/api/../model.ckpt.index", status=404, says="no such call"),
+        "not_json": dict(body=b"[1, 2", status=400, says="not a JSON object"),
+    }[case]
+    status, answer = request(served, cases.get("method", "POST"), cases.get("path", "/api/next"),
+                             cases.get("body", b"{}"), cases.get("headers"))
+    assert status == cases["status"] and cases["says"] in answer["error"], answer
+    assert "root:" not in json.dumps(answer)
+    ok, value = request(served, path="/api/text", body=json.dumps({"prompt": "hi"}).encode())
+    assert ok == 200 and value["n_tokens"] == 1  # still answering
+    assert files_digest(tiny.models_dir) == before
+
+
+def test_a_stale_request_is_answered_as_superseded(served):
+    request(served, path="/api/next", body=b'{"seq": 5}')
+    status, answer = request(served, path="/api/next", body=b'{"seq": 3}')
+    assert status == 409 and answer == {"superseded": True}
+
+
+def test_the_command_prints_the_address_and_ctrl_c_stops_it_with_130(tiny):
+    process = subprocess.Popen([str(PICOGPT), "hello", "--explore", "--no_browser",
+                                "--models_dir", str(tiny.models_dir)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
+    url = process.stdout.readline().strip()
+    assert url.startswith("http://127.0.0.1:") and "/?token=" in url
+    port = int(url.split(":")[2].split("/")[0])
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    connection.request("GET", url.split(str(port), 1)[1])
+    assert connection.getresponse().status == 200
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert stderr.strip().splitlines()[-1] == "picogpt: the explore server stopped."
+    assert "Traceback" not in stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--explore", "--port", "70000"], "port=70000 is not a whole number from 1 to 65535"),
+    (["--explore", "--top_k", "5"], "--top_k does not work with --explore, whose page has a "
+                                    "control for it; drop --top_k."),
+    (["--port", "8000"], "--port works with --explore; add --explore to explore the model."),
+    (["--explore", "--score"], "--score and --explore are two different commands"),
+])
+def test_explore_flags_are_checked_like_every_flag(tiny, args, message):
+    done = picogpt("hi", *args, "--models_dir", str(tiny.models_dir))
+    assert_one_line_error(done, message)
+
+
+def test_a_port_that_is_taken_is_one_line(tiny, served):
+    done = picogpt("hi", "--explore", "--no_browser", "--port", str(served.server_port),
+                   "--models_dir", str(tiny.models_dir))
+    assert_one_line_error(done, f"cannot serve on 127.0.0.1:{served.server_port}")
+    assert request(served, path="/api/next")[0] == 200  # the server on that port goes on
