@@ -11,6 +11,7 @@ import functools
 import http.server
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -180,3 +181,24 @@ def serve():
         server.ending.set()
         server.shutdown()
         server.server_close()
+
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's chromium, driven by Playwright: the pages are tested in a real browser."""
+    if not os.path.exists(CHROMIUM):
+        message = "needs chromium: apt-get install -y chromium (.ci/run installs it)"
+        if os.environ.get("CI"):
+            pytest.fail(message)  # CI runs every test; a missing browser is a broken build
+        pytest.skip(message)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        yield browser
+        browser.close()

@@ -10,7 +10,6 @@ import threading
 
 import numpy as np
 import pytest
-from test_inside import browser  # noqa: F401 (the browser fixture)
 from test_load import PICOGPT, assert_one_line_error, picogpt
 from test_load_faults import default_sigint
 from test_model import load

@@ -1,9 +1,7 @@
 """The inside view: trace and logit lens against transformers, step candidates against draws,
 and the --explain page in a real browser (Debian's chromium, driven by Playwright)."""
 
-import os
 import re
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -20,8 +18,6 @@ from picogpt.inside import logit_lens, residual_names
 from picogpt.load import read_encoder
 from picogpt.sampling import Sampling, sample_rngs
 from picogpt.show import visible
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 
 def test_trace_equals_transformers_attentions_and_hidden_states(tiny):
@@ -228,23 +224,6 @@ def valid_utf8(data: bytes) -> bool:
         return True
     except UnicodeDecodeError:
         return False
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not os.path.exists(CHROMIUM):
-        message = "needs chromium: apt-get install -y chromium (.ci/run installs it)"
-        if os.environ.get("CI"):
-            pytest.fail(message)  # CI runs every test; a missing browser is a broken build
-        pytest.skip(message)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run"])
-        yield browser
-        browser.close()
 
 
 def test_the_explain_page_shows_the_engines_numbers_offline(tiny, vocab_dir, browser, tmp_path):
