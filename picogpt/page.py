@@ -11,13 +11,15 @@ Nothing is fetched when the page opens: no CDN, no fonts. Every number on the pa
 import base64
 import json
 import os
+from html import escape
 from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
-from .encoder import Encoder
+from .encoder import END_OF_TEXT, Encoder
 from .errors import PicoGPTError
+from .generate import generate_steps
 from .inside import (
     cosine_similarity,
     first_token_score,
@@ -104,6 +106,35 @@ def fill(template: str, data: dict | None = None) -> str:
         inline = json.dumps(data, ensure_ascii=False).replace("</", "<\\/")  # never ends a script
         page = page.replace("/*DATA*/null", inline)
     return page
+
+
+class Page:
+    """A page that Jupyter shows inline, in a frame of its own (the last line of a cell, or
+    display(page)); `html` is the whole page, as --explain would write it."""
+
+    def __init__(self, html: str):
+        self.html = html
+
+    def _repr_html_(self) -> str:
+        return (f'<iframe srcdoc="{escape(self.html, quote=True)}" style="width: 100%; '
+                f'height: 900px; border: 1px solid #ddd"></iframe>')
+
+
+def explain(prompt: str, encoder: Encoder, hparams: dict, params: dict, n_tokens: int = 8,
+            model: dict | None = None, **settings) -> Page:
+    """The --explain page of a run, for a notebook: n_tokens generated after prompt with
+    generate's settings (greedy unless top_k or top_p), then the page of the whole text. model
+    names it, as load_model does ({"name", "kind"}); unset, the page calls it random weights."""
+    prompt_ids = encoder.encode(prompt) or [END_OF_TEXT]
+    steps = list(generate_steps(prompt_ids, params, hparams["n_head"], n_tokens, candidates=10,
+                                encoder=encoder, **settings))
+    model = model or {"name": "", "kind": "random"}
+    shown = {"top_k": None, "top_p": None, "seed": None, "temperature": 1.0,
+             "repetition_penalty": 1.0, **settings}
+    data = page_data([*prompt_ids, *(step.token for step in steps)], len(prompt_ids), steps,
+                     params, hparams["n_head"], encoder, shown,
+                     {**{key: hparams[key] for key in ("n_layer", "n_head", "n_embd")}, **model})
+    return Page(fill("explain.html", data))
 
 
 def check_path(path: str) -> None:

@@ -51,6 +51,7 @@ const Views = (() => {
       released: size => `GPT-2 ${size}`,
       trained: (name, M) => `"${name}", a ${M.n_layer}-layer model trained by picogpt (not GPT-2)`,
       hf: name => `the Hugging Face model ${name} (GPT-2's architecture)`,
+      random: M => `a ${M.n_layer}-layer model with random weights (not GPT-2)`,
     },
     zh: {
       title: M => `一次运行的内部：${modelName(M, "zh")}`,
@@ -98,6 +99,7 @@ const Views = (() => {
       released: size => `GPT-2 ${size}`,
       trained: (name, M) => `“${name}”，picogpt 训练的 ${M.n_layer} 层模型（不是 GPT-2）`,
       hf: name => `Hugging Face 模型 ${name}（GPT-2 架构）`,
+      random: M => `随机权重的 ${M.n_layer} 层模型（不是 GPT-2）`,
     },
   };
   const api = {
@@ -107,8 +109,8 @@ const Views = (() => {
   function t(key) { return TEXT[api.lang][key]; }
   function modelName(M, lang) {
     const words = TEXT[lang];
-    return M.kind === "released" ? words.released(M.name) :
-           M.kind === "hf" ? words.hf(M.name) : words.trained(M.name, M);
+    return M.kind === "released" ? words.released(M.name) : M.kind === "hf" ? words.hf(M.name) :
+           M.kind === "random" ? words.random(M) : words.trained(M.name, M);
   }
   function floats(b64) {
     const bin = atob(b64), bytes = new Uint8Array(bin.length);
