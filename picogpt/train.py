@@ -20,6 +20,7 @@ from tqdm import tqdm
 from .backward import cross_entropy, loss_and_grads
 from .checks import number, text, whole_number
 from .command import run_command
+from .curve import measure, probes
 from .errors import PicoGPTError
 from .load import MODEL_SIZES, read_encoder
 from .model import gpt2
@@ -84,12 +85,28 @@ def learning_rate(step: int, steps: int, lr: float, warmup: int) -> float:
     return float(lr * (0.1 + 0.45 * (1 + np.cos(np.pi * done))))  # a float: float32 stays
 
 
-def batches(ids: np.ndarray, n_batch: int, n_seq: int, rng: np.random.Generator):
-    """Endless (inputs, targets) pairs of [n_batch, n_seq] windows at random places in ids."""
+def batches(ids: np.ndarray, n_batch: int, n_seq: int, rng: np.random.Generator,
+            repeats: float = 0.0, n_vocab: int = 50257):
+    """Endless (inputs, targets) pairs of [n_batch, n_seq] windows at random places in ids; with
+    repeats, that share of the windows is random tokens with a run of them repeated instead."""
     while True:
         starts = rng.integers(0, len(ids) - n_seq, n_batch)[:, None]  # [n_batch, 1]
         window = ids[starts + np.arange(n_seq + 1)]  # [n_batch, n_seq + 1]
+        if repeats:
+            for row in np.flatnonzero(rng.random(n_batch) < repeats):
+                window[row] = repeated_window(n_seq + 1, n_vocab, rng)
         yield window[:, :-1], window[:, 1:]
+
+
+def repeated_window(n: int, n_vocab: int, rng: np.random.Generator) -> np.ndarray:
+    """n random token ids in which a run of them, between n / 6 and n / 2 long, comes again
+    later, after a gap of random length: only the context says what follows in the copy."""
+    window = rng.integers(0, n_vocab - 1, n)  # never the last id, <|endoftext|>
+    length = int(rng.integers(n // 6, n // 2))
+    start = int(rng.integers(0, n - 2 * length + 1))
+    again = int(rng.integers(start + length, n - length + 1))
+    window[again : again + length] = window[start : start + length]
+    return window
 
 
 def find_vocab(vocab_dir: str | None, models_dir: str) -> Path:
@@ -128,8 +145,8 @@ def read_ids(text_file: str, encoder, n_seq: int) -> np.ndarray:
 
 def train(text_file: str, name: str = "trained", models_dir: str = "models", n_layer: int = 2,
           n_head: int = 4, n_embd: int = 128, n_ctx: int = 128, n_batch: int = 16,
-          steps: int = 600, lr: float = 3e-3, seed: int = 0,
-          vocab_dir: str | None = None) -> dict:
+          steps: int = 600, lr: float = 3e-3, seed: int = 0, repeats: float = 0.0,
+          curve_every: int = 50, vocab_dir: str | None = None) -> dict:
     """Train a small GPT-2 on a text file and write it to models_dir/name.
 
     Args:
@@ -145,17 +162,15 @@ def train(text_file: str, name: str = "trained", models_dir: str = "models", n_l
         steps: optimiser steps.
         lr: peak learning rate (after a warm-up of steps/10, a cosine down to lr/10).
         seed: makes the initial weights and the batches, and so the run, repeatable.
+        repeats: the share of windows, from 0 to 1, that are random tokens with a run of them
+            repeated later instead of text: what an induction head learns from.
+        curve_every: every this many steps, measure the loss on held-out copies of random
+            runs and each head's scores; saved with the model as curve.json.
         vocab_dir: folder with GPT-2's encoder.json and vocab.bpe (found by default).
     """
-    sizes = {"n_layer": n_layer, "n_head": n_head, "n_embd": n_embd, "n_ctx": n_ctx,
-             "n_batch": n_batch, "steps": steps}
-    for key, value in sizes.items():  # every setting before any work
-        whole_number(key, value, 1)
-    if n_embd % n_head:
-        raise PicoGPTError(f"n_embd={n_embd} is not a multiple of n_head={n_head}.")
-    number("lr", lr, 0, hint="the peak learning rate; 3e-3 suits the default shape")
-    whole_number("seed", seed, 0)
-    check_memory(n_layer, n_head, n_embd, n_ctx, n_batch)
+    check_settings({"n_layer": n_layer, "n_head": n_head, "n_embd": n_embd, "n_ctx": n_ctx,
+                    "n_batch": n_batch, "steps": steps, "curve_every": curve_every}, lr, seed,
+                   repeats)
     model_dir = new_model_dir(models_dir, name)
     vocab = find_vocab(vocab_dir, models_dir)
     encoder = read_encoder(vocab)
@@ -167,20 +182,55 @@ def train(text_file: str, name: str = "trained", models_dir: str = "models", n_l
     hparams = {"n_vocab": len(encoder.encoder), "n_ctx": n_ctx, "n_embd": n_embd,
                "n_head": n_head, "n_layer": n_layer}
     rng = np.random.default_rng(seed)
-    params, state = init_params(hparams, rng), {"step": 0}
+    params = init_params(hparams, rng)
     held_out_batch = next(batches(held_out, n_batch, min(n_ctx, len(held_out) - 1), rng))
     before = held_out_loss(params, held_out_batch, n_head)
-    bar = tqdm(zip(range(steps), batches(train_ids, n_batch, n_ctx, rng)), total=steps,
-               desc="picogpt: training", unit="step", file=sys.stderr)
+    curve = {"settings": {"repeats": repeats, "lr": lr, "n_batch": n_batch, "steps": steps,
+                          "seed": seed, **hparams}, "loss": [], "measured": []}
+    windows = batches(train_ids, n_batch, n_ctx, rng, repeats, hparams["n_vocab"])
+    params, loss = learn(params, windows, steps, lr, n_head, curve, curve_every)
+    after = held_out_loss(params, held_out_batch, n_head)
+    save_model(model_dir, hparams, params, vocab, extra={"curve.json": curve})
+    return {"model_dir": str(model_dir), "held_out_loss_before": before,
+            "held_out_loss_after": after, "last_train_loss": loss, "curve": curve}
+
+
+def learn(params: dict, windows, steps: int, lr: float, n_head: int, curve: dict,
+          curve_every: int) -> tuple[dict, float]:
+    """The training loop: steps of AdamW on the windows, the loss of each step and, every
+    curve_every steps, the probes' measurements added to curve (none for a context under 6
+    tokens). Returns the params and the last step's loss."""
+    texts, state, shown = probes(len(params["wpe"]), len(params["wte"])), {"step": 0}, {}
+    bar = tqdm(zip(range(steps), windows), total=steps, desc="picogpt: training", unit="step",
+               file=sys.stderr)
     for step, (inputs, targets) in bar:
+        if texts and step % curve_every == 0:
+            curve["measured"].append({"step": step, **measure(params, n_head, texts)})
+            shown["copy"] = f"{curve['measured'][-1]['second']:.2f}"  # the second copy's loss
         loss, grads = loss_and_grads(inputs, targets, params, n_head)
         params, state = adamw(params, grads, state, learning_rate(step, steps, lr,
                                                                   max(1, steps // 10)))
-        bar.set_postfix(loss=f"{loss:.3f}")
-    after = held_out_loss(params, held_out_batch, n_head)
-    save_model(model_dir, hparams, params, vocab)
-    return {"model_dir": str(model_dir), "held_out_loss_before": before,
-            "held_out_loss_after": after, "last_train_loss": loss}
+        curve["loss"].append(round(loss, 4))
+        bar.set_postfix(shown | {"loss": f"{loss:.3f}"})
+    if texts:
+        curve["measured"].append({"step": steps, **measure(params, n_head, texts)})
+    return params, loss
+
+
+def check_settings(sizes: dict, lr: float, seed: int, repeats: float) -> None:
+    """Raise PicoGPTError for the first setting that cannot train, before any work."""
+    for key, value in sizes.items():
+        whole_number(key, value, 1)
+    if sizes["n_embd"] % sizes["n_head"]:
+        raise PicoGPTError(f"n_embd={sizes['n_embd']} is not a multiple of "
+                           f"n_head={sizes['n_head']}.")
+    number("lr", lr, 0, hint="the peak learning rate; 3e-3 suits the default shape")
+    whole_number("seed", seed, 0)
+    if not (isinstance(repeats, int | float) and not isinstance(repeats, bool)
+            and 0 <= repeats <= 1):
+        raise PicoGPTError(f"repeats={repeats!r} is not a share from 0 to 1; 0.5 makes half "
+                           f"of the windows repeated random tokens.")
+    check_memory(*(sizes[key] for key in ("n_layer", "n_head", "n_embd", "n_ctx", "n_batch")))
 
 
 def check_memory(n_layer: int, n_head: int, n_embd: int, n_ctx: int, n_batch: int,

@@ -470,3 +470,63 @@ def test_fuzzed_training_inputs_end_in_a_model_or_one_line(tmp_path, vocab_dir, 
         assert expected in outcomes["long", tuple(flags)], flags
     assert outcomes["empty", ()] != "ok" and "is 0 tokens" in outcomes["empty", ()]
     assert "is not UTF-8" in outcomes["binary", ()] or "as UTF-8" in outcomes["binary", ()]
+
+
+def test_repeated_windows_hold_a_run_that_comes_again_and_never_end_of_text():
+    from picogpt.train import batches, repeated_window
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        window = repeated_window(33, 50257, rng)
+        assert window.shape == (33,) and 50256 not in window
+        found = [(a, b, n) for n in range(33 // 6, 33 // 2) for a in range(33 - n)
+                 for b in range(a + n, 33 - n + 1) if np.array_equal(window[a:a + n],
+                                                                  window[b:b + n])]
+        assert found  # a run of 5 to 15 tokens, and the same run again after it
+    text = np.arange(1000) % 50000
+    inputs, targets = next(batches(text, 400, 32, np.random.default_rng(1), repeats=0.25))
+    from_text = [np.array_equal(np.diff(row), np.ones(31)) for row in inputs]
+    assert 0.65 < np.mean(from_text) < 0.85  # a quarter are repeated random tokens instead
+    np.testing.assert_array_equal(inputs[:, 1:], targets[:, :-1])
+
+
+def test_a_tiny_model_learns_to_predict_a_repeated_random_run(vocab_dir):
+    """Trained for seconds with picogpt's own functions on random tokens followed by their
+    copy, a model finds the second copy far easier than the first (it may find the copy by
+    its position: the demo on docs/induction.md is what asks for an induction head)."""
+    from picogpt.curve import measure, probes
+    from picogpt.train import learning_rate
+
+    hparams = {"n_vocab": 256, "n_ctx": 32, "n_embd": 64, "n_head": 4, "n_layer": 2}
+    rng = np.random.default_rng(0)
+    params, state = init_params(hparams, rng), {"step": 0}
+    for step in range(300):
+        half = rng.integers(0, 255, (16, 16))
+        window = np.concatenate([half, half, half[:, :1]], axis=1)  # [16, 33]: a run, again
+        _, grads = loss_and_grads(window[:, :-1], window[:, 1:], params, 4)
+        params, state = adamw(params, grads, state, learning_rate(step, 300, 1e-2, 30))
+    texts = [{"ids": np.concatenate([run, run]), "first": np.arange(15),
+              "second": np.arange(16, 31)} for run in rng.choice(255, (4, 16))]
+    scores = measure(params, 4, texts)
+    assert scores["first"] > np.log(255) - 0.5  # random tokens stay as hard as chance
+    assert scores["second"] < scores["first"] - 3  # their copy is far easier
+    assert len(probes(32, 256)) == 6
+
+
+def test_probes_copy_a_run_at_distances_that_vary_and_fit_any_context():
+    """Each probe's second copy predicts the same tokens as its first, both copies have
+    positions to measure (a run of 1 had none, and the mean of nothing was NaN in curve.json),
+    the copy distance differs between probes, and a context too short for a copy has none."""
+    from picogpt.curve import probes
+
+    for n_seq in (6, 8, 32, 64):
+        texts = probes(n_seq, 50257)
+        assert len(texts) == 6
+        for text in texts:
+            ids, first, second = text["ids"], text["first"], text["second"]
+            assert len(ids) == n_seq and len(first) >= 1 and len(first) == len(second)
+            np.testing.assert_array_equal(ids[second + 1], ids[first + 1])
+            assert len(set(ids[: first[0] + 1]) | set(ids[first + 1])) == first[0] + 1 + len(first)
+        if n_seq >= 32:
+            assert len({int(t["second"][0] - t["first"][0]) for t in texts}) >= 4
+    assert probes(5, 50257) == []
