@@ -18,6 +18,7 @@ from picogpt.inside import logit_lens, residual_names
 from picogpt.load import read_encoder
 from picogpt.sampling import Sampling, sample_rngs
 from picogpt.show import visible
+from scripts.fixtures.circuits import induction_circuit
 
 
 def test_trace_equals_transformers_attentions_and_hidden_states(tiny):
@@ -534,59 +535,6 @@ def test_head_scores_are_exact_on_patterns_written_by_hand():
     assert previous_token_score(values).shape == (2, 2)
     with pytest.raises(ValueError, match="a token that occurs twice"):
         induction_score(values, list(range(7)))
-
-
-def zero_sum_codes(n: int, size: int, rng) -> np.ndarray:
-    """n orthonormal vectors of size features that each sum to 0: [n, size]. Layer norm
-    subtracts each position's mean, so codes that sum to 0 pass through it unchanged (scaled)."""
-    vectors = rng.normal(size=(size, n))
-    return np.linalg.qr(vectors - vectors.mean(axis=0))[0].T  # Q spans the same: zero-sum
-
-
-def induction_circuit(n_vocab: int = 20, n_ctx: int = 24) -> dict:
-    """A 2-layer GPT-2 (n_embd 96, 3 heads of 32) whose weights are written by hand: block 0
-    head 0 is a previous-token head, block 1 head 0 an induction head that reads what it wrote
-    (K-composition), and the unembedding reads what the induction head copies. Other heads and
-    the MLPs are zero. The residual stream holds the token's code (features 0-31), the
-    position's (32-63) and, after block 0, the previous token's code (64-95)."""
-    rng = np.random.default_rng(0)
-    n_embd, d_head = 96, 32
-    tokens, places = zero_sum_codes(n_vocab, 32, rng), zero_sum_codes(n_ctx, 32, rng)
-    token_part, place_part, previous_part = slice(0, 32), slice(32, 64), slice(64, 96)
-
-    def blank_block():
-        zero = {"w": np.zeros((n_embd, 3 * n_embd)), "b": np.zeros(3 * n_embd)}
-        return {"ln_1": {"g": np.ones(n_embd), "b": np.zeros(n_embd)},
-                "ln_2": {"g": np.ones(n_embd), "b": np.zeros(n_embd)},
-                "attn": {"c_attn": zero, "c_proj": {"w": np.zeros((n_embd, n_embd)),
-                                                    "b": np.zeros(n_embd)}},
-                "mlp": {"c_fc": {"w": np.zeros((n_embd, 4 * n_embd)), "b": np.zeros(4 * n_embd)},
-                        "c_proj": {"w": np.zeros((4 * n_embd, n_embd)), "b": np.zeros(n_embd)}}}
-
-    q, k, v = slice(0, d_head), slice(n_embd, n_embd + d_head), slice(2 * n_embd,
-                                                                      2 * n_embd + d_head)
-    # block 0, head 0: position i's query is position i - 1's code; a key is its position's
-    shift = sum(np.outer(places[i], places[i - 1]) for i in range(1, n_ctx))
-    block_0 = blank_block()
-    c_attn = block_0["attn"]["c_attn"]["w"]
-    c_attn[place_part, q] = 3 * shift
-    c_attn[place_part, k] = np.eye(32)
-    c_attn[token_part, v] = np.eye(32)  # the value: the token's code ...
-    block_0["attn"]["c_proj"]["w"][0:d_head, previous_part] = np.eye(32) / 6.93  # ... written
-    # block 1, head 0: the query is the current token's code, a key the previous token's code
-    block_1 = blank_block()
-    c_attn = block_1["attn"]["c_attn"]["w"]
-    c_attn[token_part, q] = 4 * np.eye(32)
-    c_attn[previous_part, k] = np.eye(32)
-    c_attn[token_part, v] = np.eye(32)  # the value: the token after the earlier copy
-    block_1["attn"]["c_proj"]["w"][0:d_head, token_part] = 3 * np.eye(32) / 5.66
-    wte, wpe = np.zeros((n_vocab, n_embd)), np.zeros((n_ctx, n_embd))
-    wte[:, token_part], wpe[:, place_part] = tokens, places
-    params = {"wte": wte, "wpe": wpe, "blocks": [block_0, block_1],
-              "ln_f": {"g": np.ones(n_embd), "b": np.zeros(n_embd)}}
-    from picogpt.params import tree_map
-
-    return tree_map(lambda a: np.asarray(a, np.float32), params)
 
 
 def test_head_scores_find_heads_written_into_a_models_weights():
