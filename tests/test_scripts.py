@@ -1,12 +1,15 @@
 """The programs in scripts/: a benchmark figure is only kept if it measured what it names."""
 
+import re
 import shutil
 import sys
+from pathlib import Path
 
 import pytest
 
 from scripts.benchmarks.common import BenchmarkError, first_output_seconds, run_child
 from scripts.benchmarks.speed import first_token_once
+from scripts.figures.common import source
 
 
 def test_first_token_times_are_times_to_a_real_token_for_both_engines(tiny, tmp_path):
@@ -29,3 +32,25 @@ def test_a_child_that_fails_is_an_error_not_a_figure():
     with pytest.raises(BenchmarkError, match=r"failed \(exit 1\)"):
         run_child("scripts.benchmarks.speed", "--child", "load", "picogpt", "--work",
                   "/no/such/folder", "--t0", "0")
+
+
+def test_every_picture_in_the_docs_exists_and_names_the_program_that_drew_it():
+    """A learner who sees a picture can find how it was made: each image a doc shows exists,
+    carries in its PNG "Source" text the command that wrote it, that command's program is in
+    scripts/figures, and the doc names the program. No picture in docs/ is left unshown."""
+    root = Path(__file__).parents[1]
+    shown = set()
+    for doc in [root / "README.md", *sorted((root / "docs").rglob("*.md"))]:
+        text = doc.read_text(encoding="utf-8")
+        for target in re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", text):
+            picture = (doc.parent / target).resolve()
+            where = f"{doc.relative_to(root)} shows {target}"
+            assert picture.is_file(), f"{where}, which does not exist"
+            command = source(picture)
+            assert command and command.startswith("python -m scripts.figures."), \
+                f"{where}, whose Source is {command!r}"
+            module = command.split()[2]
+            assert (root / (module.replace(".", "/") + ".py")).is_file(), f"{where}: {command}"
+            assert module in text, f"{where} but never names {module}"
+            shown.add(picture)
+    assert set((root / "docs").rglob("*.png")) - shown == set()

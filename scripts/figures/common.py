@@ -1,26 +1,74 @@
-"""What the figure programs share: writing a picture."""
+"""What the figure programs share: one colour map per kind of matrix, token labels, and saving a
+picture with the command that made it.
+
+Every picture in docs/ carries, in its PNG text chunk "Source", the command that wrote it
+(tests/test_scripts.py checks that the command's program exists and that the doc showing the
+picture names it). Matplotlib draws them: `pip install ".[test,figures]"`.
+"""
 
 import struct
+import sys
 import zlib
 from pathlib import Path
 
 import numpy as np
 
-
-def write_png(path: Path, gray: np.ndarray) -> None:
-    """A greyscale PNG of values in [0, 1], one byte per pixel, no library needed."""
-    pixels = (np.clip(gray, 0, 1) * 255).astype(np.uint8)
-    rows = b"".join(b"\0" + row.tobytes() for row in pixels)  # filter type 0 for each row
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(
-            ">I", zlib.crc32(kind + data))
-
-    header = struct.pack(">IIBBBBB", pixels.shape[1], pixels.shape[0], 8, 0, 0, 0, 0)
-    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header)
-                     + chunk(b"IDAT", zlib.compress(rows, 9)) + chunk(b"IEND", b""))
+# the same matrix always in the same colours
+SIMILARITY = {"cmap": "RdBu_r", "vmin": -1, "vmax": 1}  # cosine similarity of positions
+ATTENTION = {"cmap": "Blues", "vmin": 0, "vmax": 1}  # attention weights
+SCORES = {"cmap": "Blues", "vmin": 0, "vmax": 1}  # head scores
 
 
-def upscale(gray: np.ndarray, factor: int) -> np.ndarray:
-    """Each value as a factor x factor square, so a small matrix is visible in a picture."""
-    return np.kron(gray, np.ones((factor, factor)))
+def command() -> str:
+    """The command line of the running figure program, as a reader would type it."""
+    module = Path(sys.argv[0]).with_suffix("").relative_to(Path(__file__).parents[2])
+    return " ".join(["python -m", ".".join(module.parts), *sys.argv[1:]])
+
+
+def save(figure, path: Path, source: str | None = None) -> None:
+    """Save a matplotlib figure as PNG with the command that made it in its "Source" chunk."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110, bbox_inches="tight", metadata={"Source": source or command()})
+
+
+def stamp(path: Path, source: str | None = None) -> None:
+    """Add the "Source" text chunk to a PNG some other program wrote (a browser's screenshot)."""
+    data = path.read_bytes()
+    text = b"Source\0" + (source or command()).encode("latin-1", "replace")
+    chunk = (struct.pack(">I", len(text)) + b"tEXt" + text
+             + struct.pack(">I", zlib.crc32(b"tEXt" + text)))
+    end = 8 + 25  # the 8-byte signature, then IHDR: 4 length + 4 type + 13 data + 4 CRC
+    path.write_bytes(data[:end] + chunk + data[end:])
+
+
+def source(path: Path) -> str | None:
+    """The "Source" text chunk of a PNG, or None."""
+    data, at = path.read_bytes(), 8
+    while at < len(data):
+        (length,), kind = struct.unpack(">I", data[at : at + 4]), data[at + 4 : at + 8]
+        if kind == b"tEXt":
+            key, _, value = data[at + 8 : at + 8 + length].partition(b"\0")
+            if key == b"Source":
+                return value.decode("latin-1")
+        at += 12 + length
+    return None
+
+
+def token_labels(encoder, ids) -> list[str]:
+    """Each token's text for an axis: visible escapes, bytes of part of a character."""
+    from picogpt.show import shown
+
+    return [shown(encoder, i) or " " for i in ids]
+
+
+def heatmap(axes, matrix: np.ndarray, labels: list[str] | None, colours: dict, title: str,
+            colour_bar: bool = True):
+    """A matrix as a picture, tokens on both axes if labels are given."""
+    image = axes.imshow(matrix, interpolation="nearest", **colours)
+    axes.set_title(title, fontsize=10)
+    if labels is not None:
+        axes.set_xticks(range(len(labels)), labels, rotation=90, fontsize=7)
+        axes.set_yticks(range(len(labels)), labels, fontsize=7)
+    if colour_bar:
+        axes.figure.colorbar(image, ax=axes, fraction=0.046, pad=0.04)
+    return image

@@ -1,22 +1,27 @@
-"""Write a PNG of two position-similarity matrices: sinusoidal positions beside GPT-2's wpe.
+"""Draw two position-similarity matrices side by side: sinusoidal positions and a model's wpe.
 
-Each picture is the cosine similarity of every pair of the first 128 positions (white = 1,
-dark = 0 or below). The sinusoidal one depends only on the distance between positions, so it
-is the same along every diagonal. The wpe one is whatever the checkpoint in --models_dir
-learned: real GPT-2 shows smooth bands; a random-weight checkpoint shows noise.
+Each is the cosine similarity of every pair of the first 128 positions, in the colours every
+similarity picture in docs/ uses (blue -1, white 0, red 1). The sinusoidal one depends only on
+the distance between positions, so it is the same along every diagonal. The wpe one is whatever
+the model in --models_dir learned: GPT-2 shows smooth bands, a random-weight model noise.
 
-    python -m scripts.figures.positions docs/positions.png --models_dir models
+    python -m scripts.figures.positions docs/positions.png --models_dir /tmp/demo/models \
+        --model_size demo
 """
 
 import argparse
 from pathlib import Path
 
-import numpy as np
+import matplotlib
 
-from picogpt.inside import cosine_similarity
-from picogpt.load import load_encoder_hparams_and_params
-from picogpt.transformer import sinusoidal_positions
-from scripts.figures.common import write_png
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from picogpt.inside import cosine_similarity  # noqa: E402
+from picogpt.load import load_encoder_hparams_and_params  # noqa: E402
+from picogpt.transformer import sinusoidal_positions  # noqa: E402
+from scripts.figures.common import SIMILARITY, heatmap, save  # noqa: E402
 
 
 def main() -> None:
@@ -24,17 +29,22 @@ def main() -> None:
     parser.add_argument("out", type=Path, help="PNG file to write")
     parser.add_argument("--models_dir", default="models", help="where picogpt keeps models")
     parser.add_argument("--model_size", default="124M")
+    parser.add_argument("--label", default="the demo model", help="what the model is, in titles")
     parser.add_argument("--n_pos", type=int, default=128)
-    parser.add_argument("--scale", type=int, default=3, help="pixels per position")
     args = parser.parse_args()
     _, hparams, params = load_encoder_hparams_and_params(args.model_size, args.models_dir)
-    sinusoidal = cosine_similarity(sinusoidal_positions(args.n_pos, hparams["n_embd"]))
-    learned = cosine_similarity(np.asarray(params["wpe"][: args.n_pos]))
-    gap = np.ones((args.n_pos, 8))
-    picture = np.concatenate([sinusoidal, gap, learned], axis=1)
-    write_png(args.out, np.kron(picture, np.ones((args.scale, args.scale))))
-    print(f"wrote {args.out}: left sinusoidal_positions({args.n_pos}, {hparams['n_embd']}), "
-          f"right wpe[:{args.n_pos}] of {args.models_dir}/{args.model_size}")
+    n = min(args.n_pos, hparams["n_ctx"])
+    sinusoidal = cosine_similarity(sinusoidal_positions(n, hparams["n_embd"]))
+    learned = cosine_similarity(np.asarray(params["wpe"][:n], np.float64))
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.8))
+    heatmap(left, sinusoidal, None, SIMILARITY,
+            f"sinusoidal_positions({n}, {hparams['n_embd']}): cosine similarity")
+    heatmap(right, learned, None, SIMILARITY, f"wpe[:{n}] of {args.label}: cosine similarity")
+    for axes in (left, right):
+        axes.set_xlabel("position j")
+        axes.set_ylabel("position i")
+    save(figure, args.out)
+    print(f"wrote {args.out}")
     for name, similarity in [("sinusoidal", sinusoidal), ("wpe", learned)]:
         spread = max(np.ptp(np.diagonal(similarity, k)) for k in range(1, 9))
         print(f"{name}: similarity to the next position {np.diagonal(similarity, 1).mean():.3f}, "

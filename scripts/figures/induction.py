@@ -1,0 +1,228 @@
+"""The demo model of docs/induction.md: train it, then draw its curve, its heads and its attention.
+
+    python -m scripts.figures.induction train --models_dir /tmp/demo/models
+    python -m scripts.figures.induction views --models_dir /tmp/demo/models --out docs/induction
+    python -m scripts.figures.induction circuit --out docs/induction
+
+`train` runs picogpt.train on the licence texts Debian keeps in /usr/share/common-licenses
+(every Debian-based machine has them, and each may be copied verbatim), half of its windows
+replaced by random tokens with a run of them repeated, and prints how long it took. `views`
+reads the model and its curve.json and writes curve.png (the loss, and the loss on held-out
+first and second copies), heads.png (each head's previous-token and induction score at four
+moments), patterns.png (the attention of the two best-scoring heads on a repeated sentence, the
+tokens on both axes) and wpe-similarity.png, and prints the numbers the page quotes. `circuit`
+draws the same attention for the GPT-2 whose induction circuit is written by hand
+(scripts.fixtures.circuits). Every picture is labelled with the model it shows.
+"""
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from picogpt.inside import (  # noqa: E402
+    cosine_similarity,
+    induction_score,
+    previous_token_score,
+    repeated_tokens,
+    trace,
+)
+from picogpt.load import load_encoder_hparams_and_params  # noqa: E402
+from picogpt.train import train  # noqa: E402
+from scripts.figures.common import (  # noqa: E402
+    ATTENTION,
+    SCORES,
+    SIMILARITY,
+    heatmap,
+    save,
+    token_labels,
+)
+
+LICENSES = Path("/usr/share/common-licenses")
+# made up, so that no model can have learned it: what it predicts in the second copy it reads
+# from the first copy
+SENTENCE = " Seven purple owls carried a brass lantern across the frozen harbour."
+SETTINGS = {"n_layer": 2, "n_head": 4, "n_embd": 128, "n_ctx": 32, "n_batch": 32,
+            "steps": 2000, "lr": 1e-2, "repeats": 0.5, "curve_every": 40, "seed": 0}
+
+
+def license_text() -> str:
+    """Every licence text in the folder once (GPL is a link to GPL-3, and so on), by name."""
+    files = sorted(path for path in LICENSES.iterdir() if not path.is_symlink())
+    return "".join(path.read_text(encoding="utf-8") + "\n" for path in files)
+
+
+def train_demo(models_dir: str, name: str, steps: int) -> None:
+    text = Path(models_dir) / f"{name}.txt"
+    text.parent.mkdir(parents=True, exist_ok=True)
+    text.write_text(license_text(), encoding="utf-8")
+    start = time.perf_counter()
+    result = train(str(text), name=name, models_dir=models_dir, **{**SETTINGS, "steps": steps})
+    minutes = (time.perf_counter() - start) / 60
+    print(f"trained {result['model_dir']} in {minutes:.1f} minutes: held-out text loss "
+          f"{result['held_out_loss_before']:.2f} -> {result['held_out_loss_after']:.2f}")
+
+
+def draw_curve(curve: dict, label: str, out: Path) -> int | None:
+    """The loss curve; returns the step at which the second copy became 1 nat easier than the
+    first (None if it never did), marked on the picture."""
+    measured = curve["measured"]
+    steps = [m["step"] for m in measured]
+    easy = next((m["step"] for m in measured if m["second"] < m["first"] - 1), None)
+    figure, axes = plt.subplots(figsize=(9, 4.2))
+    loss = np.array(curve["loss"])
+    axes.plot(np.arange(len(loss)), loss, color="#bbbbbb", lw=0.8, label="training batch")
+    axes.plot(steps, [m["first"] for m in measured], "o-", color="#3574d4", ms=3,
+              label="held-out probes: first copy")
+    axes.plot(steps, [m["second"] for m in measured], "o-", color="#d04030", ms=3,
+              label="held-out probes: second copy")
+    if easy is not None:
+        axes.axvline(easy, color="#444444", ls="--", lw=1)
+        axes.text(easy, axes.get_ylim()[1], f" second copy 1 nat easier: step {easy}",
+                  va="top", fontsize=8)
+    axes.set_xlabel("training step")
+    axes.set_ylabel("loss (nats per token)")
+    axes.set_title(f"{label}: loss while training")
+    axes.legend(fontsize=8)
+    save(figure, out / "curve.png")
+    return easy
+
+
+def draw_heads(curve: dict, label: str, out: Path, easy: int | None) -> None:
+    """Each head's scores at the start, just before and after the second copy became easy,
+    and at the end (four moments spread over training if it never did)."""
+    measured = curve["measured"]
+    index = {m["step"]: i for i, m in enumerate(measured)}
+    if easy is not None:
+        moments = [0, max(0, index[easy] - 1), index[easy], len(measured) - 1]
+    else:
+        moments = list(np.linspace(0, len(measured) - 1, 4).astype(int))
+    figure, grid = plt.subplots(2, 4, figsize=(13, 5.2), layout="constrained")
+    for column, i in enumerate(moments):
+        for row, kind in enumerate(("previous", "induction")):
+            scores = np.array(measured[i][kind])
+            axes = grid[row, column]
+            image = heatmap(axes, scores, None, SCORES,
+                            f"{kind.replace('previous', 'previous-token')} score, "
+                            f"step {measured[i]['step']}", colour_bar=False)
+            axes.set_xlabel("head")
+            if column == 0:
+                axes.set_ylabel("layer")
+            axes.set_xticks(range(scores.shape[1]))
+            axes.set_yticks(range(scores.shape[0]))
+            for (layer, head), value in np.ndenumerate(scores):
+                axes.text(head, layer, f"{value:.2f}", ha="center", va="center", fontsize=7,
+                          color="white" if value > 0.5 else "black")
+    figure.colorbar(image, ax=grid, shrink=0.8)
+    figure.suptitle(f"{label}: head scores on held-out repeated random tokens")
+    save(figure, out / "heads.png")
+
+
+def draw_patterns(params: dict, n_head: int, labels: list[str], ids, label: str,
+                  path: Path) -> dict:
+    """The attention of the best previous-token head and the best induction head on ids."""
+    _, values = trace(ids, params, n_head)
+    previous, induction = previous_token_score(values), induction_score(values, ids)
+    best = {"previous-token": np.unravel_index(np.argmax(previous), previous.shape),
+            "induction": np.unravel_index(np.argmax(induction), induction.shape)}
+    figure, grid = plt.subplots(1, 2, figsize=(13, 6.2), layout="constrained")
+    for axes, (kind, (layer, head)) in zip(grid, best.items()):
+        score = (previous if kind == "previous-token" else induction)[layer, head]
+        heatmap(axes, values[f"blocks.{layer}.attn.pattern"][head], labels, ATTENTION,
+                f"layer {layer} head {head}: {kind} score {score:.2f}")
+        axes.set_xlabel("key (looked at)")
+        axes.set_ylabel("query (looking)")
+    figure.suptitle(f"{label}: attention on a text and its copy")
+    save(figure, path)
+    return {kind: (int(layer), int(head), float((previous if kind == "previous-token"
+                                                 else induction)[layer, head]))
+            for kind, (layer, head) in best.items()}
+
+
+def views(models_dir: str, name: str, out: Path) -> None:
+    encoder, hparams, params = load_encoder_hparams_and_params(name, models_dir)
+    curve = json.loads((Path(models_dir) / name / "curve.json").read_text())
+    label = f"demo model ({hparams['n_layer']} layers, trained here, not GPT-2)"
+    out.mkdir(parents=True, exist_ok=True)
+    easy = draw_curve(curve, label, out)
+    draw_heads(curve, label, out, easy)
+    last = curve["measured"][-1]
+    print(f"second copy 1 nat easier than the first at step: {easy}")
+    print(f"at the end (step {last['step']}): first copy {last['first']:.2f} nats, second copy "
+          f"{last['second']:.2f}; best previous-token score {best_head(last['previous'])}, "
+          f"best induction score {best_head(last['induction'])}")
+    sentence = encoder.encode(SENTENCE)
+    ids = [50256, *sentence, *sentence]
+    best = draw_patterns(params, hparams["n_head"], token_labels(encoder, ids), ids, label,
+                         out / "patterns.png")
+    print(f"on the sentence twice: {best}")
+    lens(encoder, params, hparams["n_head"])
+    similarity = cosine_similarity(np.asarray(params["wpe"], np.float64))
+    near, far = np.mean(np.diagonal(similarity, 1)), np.mean(similarity[np.triu_indices(
+        len(similarity), len(similarity) // 4)])
+    print(f"wpe cosine similarity: neighbours {near:.3f}, a quarter of the context or more "
+          f"apart {far:.3f}")
+    figure, axes = plt.subplots(figsize=(5.6, 4.8))
+    heatmap(axes, similarity, None, SIMILARITY, f"wpe of the {label}: cosine similarity")
+    axes.set_xlabel("position j")
+    axes.set_ylabel("position i")
+    save(figure, out / "wpe-similarity.png")
+
+
+def best_head(scores: list) -> str:
+    layer, head = np.unravel_index(np.argmax(scores), np.shape(scores))
+    return f"{np.max(scores):.2f} at layer {layer} head {head}"
+
+
+def lens(encoder, params: dict, n_head: int) -> None:
+    """The logit lens on held-out text (the last tenth of the licences, never trained on): the
+    share of next tokens each residual stream ranks first, and their mean probability."""
+    from picogpt.inside import residual_names
+    from picogpt.model import layer_norm, softmax
+
+    ids = encoder.encode(license_text())
+    held_out = ids[int(len(ids) * 0.9):][: len(params["wpe"])]
+    _, values = trace(held_out, params, n_head)
+    targets = np.array(held_out[1:])
+    for row, name in enumerate(residual_names(len(params["blocks"]))):
+        probs = softmax(layer_norm(values[name], **params["ln_f"]) @ params["wte"].T)[:-1]
+        label = "embeddings" if row == 0 else f"after block {row - 1}"
+        print(f"logit lens, {label}: top-1 {np.mean(probs.argmax(-1) == targets):.3f}, "
+              f"p(next) {probs[np.arange(len(targets)), targets].mean():.3f}")
+
+
+def circuit(out: Path) -> None:
+    from scripts.fixtures.circuits import induction_circuit
+
+    params = induction_circuit()
+    ids = repeated_tokens(8, seed=3, n_vocab=20)
+    labels = ["end" if i == 19 else f"t{i}" for i in ids]
+    best = draw_patterns(params, 3, labels, ids, "a GPT-2 with its circuit written by hand",
+                         out / "circuit.png")
+    print(f"written by hand: {best}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("what", choices=["train", "views", "circuit"])
+    parser.add_argument("--models_dir", default="/tmp/demo/models")
+    parser.add_argument("--name", default="demo")
+    parser.add_argument("--steps", type=int, default=SETTINGS["steps"])
+    parser.add_argument("--out", type=Path, default=Path("docs/induction"))
+    args = parser.parse_args()
+    if args.what == "train":
+        train_demo(args.models_dir, args.name, args.steps)
+    elif args.what == "views":
+        views(args.models_dir, args.name, args.out)
+    else:
+        circuit(args.out)
+
+
+if __name__ == "__main__":
+    main()
