@@ -110,6 +110,7 @@ class Session:
             self.append(token)
             yield piece(self.encoder, token)
 
-    def inside(self) -> dict:
-        """The text's attention, head scores, logit lens and wpe similarity, as on --explain."""
-        return views(self.ids, self.params, self.n_head, self.encoder)
+    def inside(self, pause: Callable[[], None] = lambda: None) -> dict:
+        """The text's attention, head scores, logit lens and wpe similarity, as on --explain;
+        pause is called between the logit lens's rows (see page.views)."""
+        return views(list(self.ids), self.params, self.n_head, self.encoder, pause)

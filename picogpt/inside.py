@@ -80,13 +80,16 @@ def logit_lens(values: dict[str, np.ndarray], params: dict,
     Early rows are a rough guide only: ln_f and wte were trained on the last layer's residual
     stream, and earlier layers use the stream in their own way.
     """
-    ids, probs = [], []
+    ids, probs = zip(*lens_rows(values, params, top))
+    return np.stack(ids), np.stack(probs)
+
+
+def lens_rows(values: dict[str, np.ndarray], params: dict, top: int = 5):
+    """logit_lens one residual stream at a time: (ids, probabilities), [n_seq, top] each."""
     for name in residual_names(len(params["blocks"])):
         layer_probs = softmax(layer_norm(values[name], **params["ln_f"]) @ params["wte"].T)
         best = most_likely(layer_probs, top)  # [n_seq, top]
-        ids.append(best)
-        probs.append(np.take_along_axis(layer_probs, best, axis=-1))
-    return np.stack(ids), np.stack(probs)
+        yield best, np.take_along_axis(layer_probs, best, axis=-1)
 
 
 def cosine_similarity(x: np.ndarray) -> np.ndarray:  # [n, d] -> [n, n]

@@ -11,6 +11,7 @@ Nothing is fetched when the page opens: no CDN, no fonts. Every number on the pa
 import base64
 import json
 import os
+from collections.abc import Callable
 from html import escape
 from importlib import resources
 from pathlib import Path
@@ -24,7 +25,7 @@ from .inside import (
     cosine_similarity,
     first_token_score,
     induction_score,
-    logit_lens,
+    lens_rows,
     previous_token_score,
     residual_names,
     trace,
@@ -49,16 +50,23 @@ def page_data(ids: list[int], n_prompt: int, steps: list[Step], params: dict, n_
             **views(ids, params, n_head, encoder)}
 
 
-def views(ids: list[int], params: dict, n_head: int, encoder: Encoder) -> dict:
+def views(ids: list[int], params: dict, n_head: int, encoder: Encoder,
+          pause: Callable[[], None] = lambda: None) -> dict:
     """The views of a text that every page shows: its tokens, attention, head scores, logit
-    lens and wpe similarity."""
+    lens and wpe similarity. pause is called after the trace and after each of the logit lens's
+    rows, the long part (the explore server lets a waiting request go first there)."""
     n_layer, n_seq = len(params["blocks"]), len(ids)
     per_position = n_layer * n_head * 4  # bytes of attention per (query, key) pair
     n_kept = min(n_seq, int((ATTENTION_BYTES / per_position) ** 0.5))
     first = n_seq - n_kept  # attention kept for positions first..n_seq-1, as queries and keys
     patterns = [f"blocks.{i}.attn.pattern" for i in range(n_layer)]
     _, values = trace(ids, params, n_head, names={*patterns, *residual_names(n_layer)})
-    lens_ids, lens_probs = logit_lens(values, params, top=3)  # [n_layer + 1, n_seq, 3]
+    pause()
+    rows = []
+    for row in lens_rows(values, params, top=3):  # a row is computed as the loop asks for it
+        rows.append(row)
+        pause()
+    lens_ids, lens_probs = map(np.stack, zip(*rows))  # [n_layer + 1, n_seq, 3] each
     attention = np.stack([values[name][:, first:, first:] for name in patterns])
     wpe = np.asarray(params["wpe"][:N_WPE])
     heads = {"previous": None, "first": None, "induction": None}

@@ -12,7 +12,9 @@ sites open in the browser:
 - bodies over 64 KiB are refused before they are read, and every setting is checked with the
   command line's own checks;
 - one computation runs at a time, and a request of a kind that a newer one of the same kind has
-  replaced is answered as superseded instead of computed;
+  replaced is answered as superseded instead of computed; the inside views, the one long
+  computation (a second on 124M), step aside between the logit lens's rows for any request
+  that is waiting, and stop as superseded if that request changed the text;
 - it never reads or writes a path a request names: it serves one page and the API, nothing else;
 - a bad request gets a JSON error the page shows; the server keeps answering.
 """
@@ -22,6 +24,7 @@ import itertools
 import json
 import secrets
 import threading
+import time
 import traceback
 from urllib.parse import parse_qs, urlparse
 
@@ -31,6 +34,11 @@ from .explore import Session
 from .generate import check_settings
 from .page import fill
 from .sampling import Sampling
+
+
+class Superseded(Exception):
+    """A computation whose answer a newer request has made useless."""
+
 
 MAX_BODY = 64 * 1024  # bytes: a 1,024-token prompt is a few KB
 API = ("text", "next", "append", "draw", "back", "generate", "inside")
@@ -52,6 +60,8 @@ class ExploreServer(http.server.ThreadingHTTPServer):
         self.host = f"127.0.0.1:{self.server_port}"
         self.url = f"http://{self.host}/?token={self.secret}"
         self.lock = threading.Lock()  # one computation at a time
+        self.waiting = 0  # requests waiting for the lock
+        self.counting = threading.Lock()  # guards waiting and latest
         self.latest: dict[str, int] = {}  # the newest request number seen, by kind
         self.page = fill("explore.html", {**session.model, "prompt": prompt}).encode("utf-8")
 
@@ -139,7 +149,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if not isinstance(number, int) or isinstance(number, bool):
             self.refuse(400, "seq must be a whole number")
             return
-        with self.server.lock:
+        with self.server.counting:  # not the computation's lock: a long one may hold that
             self.server.latest[kind] = max(number, self.server.latest.get(kind, number))
         self.call(kind, body, number)
 
@@ -150,7 +160,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         def stale() -> bool:
             return self.server.latest.get(kind, number) > number
 
+        with self.server.counting:
+            self.server.waiting += 1
         with self.server.lock:
+            with self.server.counting:
+                self.server.waiting -= 1
             if stale():
                 self.answer(409, {"superseded": True})
                 return
@@ -158,7 +172,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 if kind == "generate":
                     self.stream(session, body, stale)
                     return
-                value = self.compute(session, kind, body)
+                if kind == "inside":
+                    value = session.inside(lambda: self.step_aside(session, stale))
+                else:
+                    value = self.compute(session, kind, body)
+            except Superseded:
+                self.answer(409, {"superseded": True})
+                return
             except PicoGPTError as e:
                 self.refuse(400, str(e))
                 return
@@ -168,10 +188,23 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return
         self.answer(200, value)
 
+    def step_aside(self, session: Session, stale) -> None:
+        """Called with the lock held, inside a long computation: let the requests waiting for
+        the lock go first, then go on, unless they changed the text or a newer request of this
+        kind came (Superseded)."""
+        server, ids = self.server, list(session.ids)
+        if server.waiting:
+            server.lock.release()
+            try:
+                while server.waiting:  # until each has the lock (it takes it in turn)
+                    time.sleep(0.001)
+            finally:
+                server.lock.acquire()
+        if stale() or session.ids != ids:
+            raise Superseded
+
     def compute(self, session: Session, kind: str, body: dict) -> dict:
-        """The JSON answer of one call that is not a stream."""
-        if kind == "inside":
-            return session.inside()
+        """The JSON answer of one call that is neither a stream nor the inside views."""
         sampling = settings(body, session.n_vocab)  # before the text changes
         if kind == "text":
             prompt = body.get("prompt", "")

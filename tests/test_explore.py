@@ -7,6 +7,7 @@ import json
 import signal
 import subprocess
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -300,3 +301,50 @@ def test_a_port_that_is_taken_is_one_line(tiny, served):
                    "--models_dir", str(tiny.models_dir))
     assert_one_line_error(done, f"cannot serve on 127.0.0.1:{served.server_port}")
     assert request(served, path="/api/next")[0] == 200  # the server on that port goes on
+
+
+def slow_lens(monkeypatch, seconds: float, started: threading.Event):
+    """Make each logit-lens row of the inside views take seconds (the tiny model's take
+    microseconds; 124M's ~70 ms each, a second in all for 100 tokens)."""
+    import picogpt.page
+
+    rows = picogpt.page.lens_rows
+
+    def slow(*args, **kwargs):
+        started.set()
+        for row in rows(*args, **kwargs):
+            time.sleep(seconds)
+            yield row
+
+    monkeypatch.setattr(picogpt.page, "lens_rows", slow)
+
+
+def test_a_slider_during_the_inside_views_is_answered_first_and_an_edit_stops_them(
+        served, monkeypatch):
+    """The inside views are the one long computation: a slider move or an edit that arrives
+    meanwhile waits at most one lens row, not for the whole; an edit makes them stale, so they
+    stop and are answered as superseded, and the edit is answered."""
+    started, finished = threading.Event(), []
+
+    def inside():
+        finished.append(("inside", request(served, path="/api/inside", body=b'{"seq": 1}')))
+
+    slow_lens(monkeypatch, 0.4, started)  # 3 rows on the tiny model: 1.2 s in all
+    worker = threading.Thread(target=inside)
+    worker.start()
+    assert started.wait(10)
+    finished.append(("next", request(served, path="/api/next", body=b'{"temperature": 0.5}')))
+    worker.join(10)
+    assert [kind for kind, _ in finished] == ["next", "inside"]
+    assert finished[0][1][0] == 200 and finished[1][1][0] == 200  # the views went on after
+    assert len(finished[1][1][1]["lens"]["probs"]) == 3  # all rows: embeddings and 2 blocks
+
+    finished.clear()
+    started.clear()
+    worker = threading.Thread(target=inside)
+    worker.start()
+    assert started.wait(10)
+    edit = request(served, path="/api/text", body=json.dumps({"prompt": "Alan"}).encode())
+    worker.join(10)
+    assert edit[0] == 200 and edit[1]["text"] == "Alan"
+    assert finished == [("inside", (409, {"superseded": True}))]

@@ -397,7 +397,7 @@ def test_a_long_page_keeps_the_last_positions_attention_at_the_right_offset(tiny
 
 HEADINGS = {"en-US": ["Tokens", "Step candidates", "Attention", "Head scores", "Logit lens",
                       "Position embeddings"],
-            "zh-CN": ["Token 序列", "每一步的候选", "注意力", "注意力头打分",
+            "zh-CN": ["词元序列", "每一步的候选", "注意力", "注意力头打分",
                       "logit 透镜（logit lens）", "位置嵌入"]}
 
 

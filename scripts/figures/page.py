@@ -1,19 +1,24 @@
-"""Screenshots of the --explain page of a sampled run, in English and in Chinese.
+"""Screenshots of the --explain page of a sampled run and of the --explore page, in English and
+in Chinese.
 
-    python -m scripts.figures.page docs --models_dir /tmp/demo/models --model_size demo
+    python -m scripts.figures.page docs --models_dir /tmp/demo/models --model_size demo15
 
 Runs `picogpt PROMPT --explain` with top-k sampling (so each step's bars before and after the
-filters differ), opens the page in Debian's chromium through Playwright, and writes
-inside-page.png (English) and inside-page-zh.png (Chinese) into the folder given. The Chinese
-one needs a CJK font (Debian: fonts-noto-cjk).
+filters differ) and serves the --explore page on 127.0.0.1, opens both in Debian's chromium
+through Playwright, and writes inside-page.png, explore-page.png (English) and their -zh twins
+(Chinese) into the folder given. The Chinese ones need a CJK font (Debian: fonts-noto-cjk).
 """
 
 import argparse
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
+from picogpt.explore import Session
+from picogpt.models import load_model
+from picogpt.server import ExploreServer
 from scripts.figures.common import stamp
 
 PROMPT = "Everyone is permitted to copy and distribute"
@@ -42,7 +47,29 @@ def main() -> None:
             page.screenshot(path=str(args.out / name))
             stamp(args.out / name)
             print(f"wrote {args.out / name}")
+        explore(browser, args)
         browser.close()
+
+
+def explore(browser, args) -> None:
+    """The --explore page on the same model and prompt, after the temperature slider moved to
+    0.7 with top-k 40, its inside views drawn."""
+    encoder, hparams, params, model = load_model(args.model_size, args.models_dir, None, None)
+    server = ExploreServer(Session(encoder, hparams, params, model), 0, PROMPT)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    for locale, name in (("en-US", "explore-page.png"), ("zh-CN", "explore-page-zh.png")):
+        page = browser.new_page(locale=locale, viewport={"width": 1150, "height": 1500})
+        page.goto(server.url)
+        page.wait_for_function("document.querySelectorAll('#cands .p.after').length > 0")
+        page.evaluate("""() => { for (const [id, value] of [["top_k", "40"], ["temperature",
+            "0.7"]]) { const k = document.getElementById(id); k.value = value;
+            k.dispatchEvent(new Event("input")); } }""")
+        page.wait_for_timeout(1500)
+        page.wait_for_function("window.pending === 0")
+        page.screenshot(path=str(args.out / name))
+        stamp(args.out / name)
+        print(f"wrote {args.out / name}")
+    server.shutdown()
 
 
 if __name__ == "__main__":
