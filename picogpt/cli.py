@@ -12,21 +12,17 @@ picogpt.train`. The data flows one way: prompt -> encoder.encode -> generate -> 
 
 import inspect
 import sys
-import threading
-import webbrowser
 from collections.abc import Iterable, Iterator
 
 from .checks import whole_number
 from .command import ending, read_prompt, run_command
 from .encoder import END_OF_TEXT
 from .errors import PicoGPTError
-from .explore import Session
 from .generate import check_settings, generate, generate_samples, generate_steps
 from .models import load_model
 from .page import check_path, page_data, write_page
 from .sampling import Sampling
 from .score import check_score_settings, join_scores, score_windows, summary
-from .server import ExploreServer
 from .terminal import (
     call_first,
     print_samples,
@@ -191,6 +187,12 @@ def explore_model(prompt: str = "", port: int | None = None, no_browser: bool = 
     """
     if port is not None:
         whole_number("port", port, 1, 65535, "or leave it unset for a free one")
+    import threading  # here, not at the top: generating (the common start) never needs them
+    import webbrowser
+
+    from .explore import Session
+    from .server import ExploreServer
+
     text = read_prompt(prompt, prompt_file)
     encoder, hparams, params, model = load_model(model_size, models_dir, base_url, hf)
     session = Session(encoder, hparams, params, model)

@@ -104,12 +104,13 @@ def write_page(path: str, data: dict) -> None:
 
 
 def fill(template: str, data: dict | None = None) -> str:
-    """A page template with views.css and views.js inlined, and data (JSON) in place of
-    /*DATA*/null."""
+    """A page template with the shared views (views.html, views.css, views.js) inlined, and
+    data (JSON) in place of /*DATA*/null."""
     files = resources.files("picogpt")
     page = files.joinpath(template).read_text(encoding="utf-8")
-    page = page.replace("/*VIEWS_CSS*/", files.joinpath("views.css").read_text(encoding="utf-8"))
-    page = page.replace("/*VIEWS_JS*/", files.joinpath("views.js").read_text(encoding="utf-8"))
+    for mark, name in (("<!--VIEWS_HTML-->", "views.html"), ("/*VIEWS_CSS*/", "views.css"),
+                       ("/*VIEWS_JS*/", "views.js")):
+        page = page.replace(mark, files.joinpath(name).read_text(encoding="utf-8"))
     if data is not None:
         inline = json.dumps(data, ensure_ascii=False).replace("</", "<\\/")  # never ends a script
         page = page.replace("/*DATA*/null", inline)

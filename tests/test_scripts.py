@@ -54,3 +54,20 @@ def test_every_picture_in_the_docs_exists_and_names_the_program_that_drew_it():
             assert module in text, f"{where} but never names {module}"
             shown.add(picture)
     assert set((root / "docs").rglob("*.png")) - shown == set()
+
+
+def test_every_name_a_script_imports_from_picogpt_exists():
+    """Benchmarks import inside their functions, in children no test starts: after a name
+    moved (reuse_freed_memory from cli.py to command.py), speed.py and sizes.py failed only
+    when someone ran them. Every `from picogpt... import name` in scripts/ must resolve."""
+    import ast
+    import importlib
+
+    root = Path(__file__).parents[1]
+    for path in sorted((root / "scripts").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("picogpt"):
+                module = importlib.import_module(node.module)
+                for alias in node.names:
+                    assert hasattr(module, alias.name) or importlib.util.find_spec(
+                        f"{node.module}.{alias.name}"), f"{path.name}: {node.module}.{alias.name}"

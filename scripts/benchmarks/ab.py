@@ -51,7 +51,7 @@ def main() -> None:
     versions = {key: import_as(path, f"picogpt_{key}") for key, path in (("a", args.a),
                                                                           ("b", args.b))}
     loaded = importlib.import_module("picogpt_b.load").load_encoder_hparams_and_params
-    importlib.import_module("picogpt_b.cli").reuse_freed_memory()
+    importlib.import_module("picogpt_b.command").reuse_freed_memory()
     _, hparams, params = loaded("124M", args.models_dir)
     n_head = hparams["n_head"]
 

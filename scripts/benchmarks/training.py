@@ -22,6 +22,19 @@ from scripts.benchmarks.common import alternate, run_child
 HPARAMS = {"n_vocab": 50257, "n_ctx": 128, "n_embd": 128, "n_head": 4, "n_layer": 2}
 
 
+
+def run_steps(step, steps: int, n_batch: int, before=lambda: None) -> dict:
+    """Two warm-up steps (first allocations, BLAS threads), then steps timed: tokens a second
+    and seconds."""
+    for _ in range(2):
+        step()
+    before()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    seconds = time.perf_counter() - start
+    return {"tokens_per_s": steps * n_batch * HPARAMS["n_ctx"] / seconds, "seconds": seconds}
+
 def timer(function, name: str, spent: dict):
     """function, adding the seconds each call takes to spent[name]."""
     def timed(*args, **kwargs):
@@ -57,15 +70,7 @@ def numpy_steps(steps: int, n_batch: int, parts: bool) -> dict:
         spent["loss_and_grads"] = spent.get("loss_and_grads", 0.0) + middle - start
         spent["adamw"] = spent.get("adamw", 0.0) + time.perf_counter() - middle
 
-    for _ in range(2):  # warm-up: first allocations, BLAS threads
-        step()
-    spent.clear()
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    seconds = time.perf_counter() - start
-    return {"tokens_per_s": steps * n_batch * HPARAMS["n_ctx"] / seconds, "parts": spent,
-            "seconds": seconds}
+    return {**run_steps(step, steps, n_batch, before=spent.clear), "parts": spent}
 
 
 def torch_steps(steps: int, n_batch: int) -> dict:
@@ -96,13 +101,7 @@ def torch_steps(steps: int, n_batch: int) -> dict:
         loss.backward()
         optimiser.step()
 
-    for _ in range(2):
-        step()
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    seconds = time.perf_counter() - start
-    return {"tokens_per_s": steps * n_batch * HPARAMS["n_ctx"] / seconds, "seconds": seconds}
+    return run_steps(step, steps, n_batch)
 
 
 def child(engine: str, steps: int, n_batch: int, parts: bool) -> None:
