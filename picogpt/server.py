@@ -62,7 +62,7 @@ class ExploreServer(http.server.ThreadingHTTPServer):
         self.lock = threading.Lock()  # one computation at a time
         self.waiting = 0  # requests waiting for the lock
         self.counting = threading.Lock()  # guards waiting and latest
-        self.latest: dict[str, int] = {}  # the newest request number seen, by kind
+        self.latest: dict[tuple[str, str], int] = {}  # newest request number by page and kind
         self.page = fill("explore.html", {**session.model, "prompt": prompt}).encode("utf-8")
 
 
@@ -145,20 +145,25 @@ class Handler(http.server.BaseHTTPRequestHandler):
         except ValueError:
             self.refuse(400, "the request body is not a JSON object")
             return
-        number = body.get("seq", 0)
+        number, page = body.get("seq", 0), body.get("page", "")
         if not isinstance(number, int) or isinstance(number, bool):
             self.refuse(400, "seq must be a whole number")
             return
+        if not isinstance(page, str) or len(page) > 64:
+            self.refuse(400, "page must be a short text")
+            return
+        key = (page, kind)  # each open page (a tab) counts its own requests
         with self.server.counting:  # not the computation's lock: a long one may hold that
-            self.server.latest[kind] = max(number, self.server.latest.get(kind, number))
-        self.call(kind, body, number)
+            self.server.latest[key] = max(number, self.server.latest.get(key, number))
+        self.call(kind, body, number, key)
 
-    def call(self, kind: str, body: dict, number: int) -> None:
-        """Run one API call with the session, unless a newer one of its kind came first."""
+    def call(self, kind: str, body: dict, number: int, key: tuple[str, str]) -> None:
+        """Run one API call with the session, unless a newer one of its kind from the same
+        page came first."""
         session = self.server.session
 
         def stale() -> bool:
-            return self.server.latest.get(kind, number) > number
+            return self.server.latest.get(key, number) > number
 
         with self.server.counting:
             self.server.waiting += 1

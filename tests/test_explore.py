@@ -261,10 +261,16 @@ def test_refusals_leave_the_server_answering_and_the_model_untouched(served, tin
     assert files_digest(tiny.models_dir) == before
 
 
-def test_a_stale_request_is_answered_as_superseded(served):
-    request(served, path="/api/next", body=b'{"seq": 5}')
-    status, answer = request(served, path="/api/next", body=b'{"seq": 3}')
+def test_a_stale_request_is_answered_as_superseded_and_each_tab_counts_its_own(served):
+    """Within one page a request older than one already seen is stale; a second tab, whose
+    count starts again at 1, is answered (it was refused until its count caught up)."""
+    request(served, path="/api/next", body=b'{"seq": 5, "page": "a"}')
+    status, answer = request(served, path="/api/next", body=b'{"seq": 3, "page": "a"}')
     assert status == 409 and answer == {"superseded": True}
+    status, answer = request(served, path="/api/next", body=b'{"seq": 1, "page": "b"}')
+    assert status == 200 and answer["next"]["candidates"]
+    status, answer = request(served, path="/api/next", body=b'{"seq": 1, "page": ["a"]}')
+    assert status == 400 and "page must be a short text" in answer["error"]
 
 
 def test_the_command_prints_the_address_and_ctrl_c_stops_it_with_130(tiny):
