@@ -8,22 +8,17 @@ it); only the work changes. docs/kv-cache.md has the shapes, the memory and the 
 
 Owns the buffers, a prompt shared by several samples, dropping finished samples (batch rows),
 and running the model over new positions: `prefill` (a prompt, in chunks of positions) and
-`decode_step` (one new position for each batch row). It holds no math: model.py's `mha` takes
-its attention step as an argument, and a cache layer's `attend` stores the new keys and values
-and then calls model.py's `causal_attention` (or `attention_scores`, for a shared prompt). No I/O.
+`decode_step` (one new position for each batch row). It holds no math: a block takes its
+attention step as an argument (`attend`), and a cache layer's `attend` stores the new keys and
+values and then calls the attention itself (or model.py's `attention_scores`, for a shared
+prompt). The blocks it runs are fast.py's copies of model.py's, which give the same numbers with
+fewer new arrays. No I/O.
 """
 
 import numpy as np
 
-from .model import (
-    attention_scores,
-    causal_attention,
-    embed,
-    future_mask,
-    layer_norm,
-    softmax,
-    transformer_block,
-)
+from .fast import causal_attention, transformer_block
+from .model import attention_scores, embed, future_mask, layer_norm, softmax
 
 # Prompt positions per pass. A pass holds [n_head, n_new, n_past + n_new] attention scores and
 # [n_new, 4 * n_embd] activations at once, but runs the matrix products faster the more positions

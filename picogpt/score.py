@@ -19,8 +19,9 @@ import numpy as np
 from .checks import whole_number
 from .encoder import END_OF_TEXT
 from .errors import PicoGPTError
+from .fast import layer_norm, transformer_block
 from .kvcache import LayerCache
-from .model import embed, layer_norm, transformer_block
+from .model import embed
 from .sampling import most_likely
 
 # Positions per pass through a block, and positions whose [n, n_vocab] logits are made at once:
