@@ -23,8 +23,9 @@ from .model import attention_scores, embed, future_mask, layer_norm, softmax
 # Prompt positions per pass. A pass holds [n_head, n_new, n_past + n_new] attention scores and
 # [n_new, 4 * n_embd] activations at once, but runs the matrix products faster the more positions
 # it has. A prompt's first pass has no past, so it can take more positions for the same peak
-# memory than a pass late in a long prompt (measurements: docs/performance.md, "Prefill").
-FIRST_CHUNK, CHUNK = 256, 128
+# memory than a pass late in a long prompt; fast.py's in-place softmax made room for both to
+# double (measurements: docs/performance.md, "Prefill").
+FIRST_CHUNK, CHUNK = 512, 256
 
 
 class LayerCache:
