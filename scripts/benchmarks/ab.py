@@ -8,8 +8,9 @@ picogpt_b), so both run side by side; the weights are loaded once, by version b,
 both.
 Only the public API is timed (`generate`, `score`), so versions with different internals
 compare: greedy decoding of 40 tokens after 16 and after 512 (the prompt's feeding included,
-and timed apart), 8 samples with top-k 50, and scoring 4,096 tokens at stride 512. Rounds
-alternate a, b, b, a, ... so drift over minutes falls on both; the medians and b/a are printed.
+and timed apart: 512 and 16 tokens then one), 8 samples with top-k 50, and scoring 4,096 tokens
+at stride 512. Rounds alternate a, b, b, a, ... so drift over minutes falls on both; the medians
+and b/a are printed.
 Peak memory needs a process of its own: scripts.benchmarks.speed measures it.
 """
 
@@ -68,6 +69,7 @@ def main() -> None:
 
         return {
             "prefill 512 + 1 token (s)": lambda: list(generate(random_ids(512), params, n_head, 1)),
+            "prefill 16 + 1 token (s)": lambda: list(generate(random_ids(16), params, n_head, 1)),
             "decode 40 after 16 (s)": lambda: list(generate(random_ids(16), params, n_head, 40,
                                                             stop_at_end=False)),
             "decode 40 after 512 (s)": lambda: list(generate(random_ids(512), params, n_head, 40,

@@ -57,22 +57,24 @@ def alternate(rounds: int, tasks: dict[str, Callable[[], object]]) -> dict[str, 
     return results
 
 
-def run_child(module: str, *args: str, env: dict | None = None) -> str:
-    """`python -m module args` from the repository's root: the last line it printed. A child
-    that fails raises BenchmarkError with the end of its stderr."""
+def run_child(module: str, *args: str, env: dict | None = None, cwd: Path = ROOT) -> str:
+    """`python -m module args` from the repository's root (or from cwd, another checkout, whose
+    picogpt/ it then imports): the last line it printed. A child that fails raises
+    BenchmarkError with the end of its stderr."""
     done = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
-                          cwd=ROOT, env={**os.environ, **(env or {})})
+                          cwd=cwd, env={**os.environ, **(env or {})})
     if done.returncode or not done.stdout.strip():
         raise BenchmarkError(f"{module} {' '.join(args)} failed (exit {done.returncode}):\n"
                              f"{done.stderr[-3000:]}")
     return done.stdout.strip().splitlines()[-1]
 
 
-def first_output_seconds(command: list[str], env: dict | None = None) -> float:
+def first_output_seconds(command: list[str], env: dict | None = None,
+                         cwd: Path = ROOT) -> float:
     """Seconds from starting command until the first byte it writes to stdout. A command that
     exits without writing raises BenchmarkError with its stderr."""
     start = time.perf_counter()
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
                           env={**os.environ, **(env or {})}) as process:
         first = process.stdout.read(1)
         seconds = time.perf_counter() - start

@@ -2,6 +2,7 @@
 
     python -m scripts.benchmarks.speed                 # writes the checkpoint to a temp folder
     python -m scripts.benchmarks.speed --work /tmp/b   # keeps (and reuses) it there
+    python -m scripts.benchmarks.speed --before /tmp/old   # adds the picogpt of another checkout
 
 Needs the test extra (`pip install ".[test]"`). Each engine runs in its own process so their
 memory peaks stay apart; load and start-up times are taken in fresh processes. Figures:
@@ -17,10 +18,12 @@ memory peaks stay apart; load and start-up times are taken in fresh processes. F
 - picogpt's decode speed as a share of the memory-bandwidth limit: bytes read per token
   (every weight but the unused rows of wpe, plus the KV cache) / measured read bandwidth.
 
-Medians of --repeats runs within a process, then medians over --rounds rounds in which the two
-engines take turns (this kind of machine drifts by ~20% over minutes). transformers decodes
-with its KV cache both through a plain loop of
-forward calls and through `generate`; the ratios use the faster of the two.
+With --before, a third engine is the picogpt of another checkout (`git worktree add /tmp/old
+HEAD~3`), run by that checkout's copy of this file, so a change is measured before and after,
+and against transformers, in one run. Medians of --repeats runs within a process, then medians
+over --rounds rounds in which the engines take turns (this kind of machine drifts by ~20% over
+minutes). transformers decodes with its KV cache both through a plain loop of forward calls and
+through `generate`; the ratios use the faster of the two.
 """
 
 import argparse
@@ -39,6 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from scripts.benchmarks.common import (
+    ROOT,
     first_output_seconds,
     median_time,
     random_ids,
@@ -215,31 +219,32 @@ def drop_page_cache() -> bool:
         return False
 
 
-def load_seconds(engine: str, work: Path, cold: bool) -> float | None:
+def load_seconds(engine: str, work: Path, cold: bool, cwd: Path = ROOT) -> float | None:
     """Seconds from starting a process until the engine's weights are loaded."""
     if cold and not drop_page_cache():
         return None
     return float(run_child(MODULE, "--child", "load", engine, "--work", str(work), "--t0",
-                           repr(time.time())))
+                           repr(time.time()), cwd=cwd))
 
 
-def first_token_seconds(engine: str, work: Path) -> float:
+def first_token_seconds(engine: str, work: Path, cwd: Path = ROOT) -> float:
     """Seconds from starting a process until its first generated token is on stdout, warm:
     after one untimed run, so the weights are in the page cache (picogpt maps its weights
     and its load no longer reads them, so the load runs before it do not warm the cache)."""
-    first_token_once(engine, work)
-    return first_token_once(engine, work)
+    first_token_once(engine, work, cwd)
+    return first_token_once(engine, work, cwd)
 
 
-def first_token_once(engine: str, work: Path) -> float:
-    """One run of first_token_seconds's measurement."""
+def first_token_once(engine: str, work: Path, cwd: Path = ROOT) -> float:
+    """One run of first_token_seconds's measurement (picogpt: the command, as `python -m
+    picogpt` from cwd, so that another checkout runs its own)."""
     if engine == "picogpt":
-        command = [str(Path(sys.executable).parent / "picogpt"), PROMPT, "--n_tokens", "40",
-                   "--models_dir", str(work / "models")]
+        command = [sys.executable, "-m", "picogpt", PROMPT, "--n_tokens", "40", "--models_dir",
+                   str(work / "models")]
     else:
         command = [sys.executable, "-m", MODULE, "--child", "first-token", engine, "--work",
                    str(work)]
-    return first_output_seconds(command)
+    return first_output_seconds(command, cwd=cwd)
 
 
 def read_bandwidth() -> float:
@@ -307,13 +312,16 @@ def report(results: dict, info: dict, bandwidth: float) -> str:
             ("score 4096 tokens, stride 512 (tok/s)", "score_4096_tok_s"),
             ("peak memory, score 4096 tokens (MiB)", "peak_rss_mb_score_4096"),
             ("peak memory, score 16384 tokens (MiB)", "peak_rss_mb_score_16384")]
-    lines = [f"{'':42}{'picogpt':>12}{'transformers':>14}{'ratio':>8}"]
+    before = results.get("before", {})  # --before: that checkout's picogpt
+    lines = [f"{'':42}{'picogpt':>12}{'transformers':>14}{'ratio':>8}"
+             + (f"{'before':>12}{'after/before':>14}" if before else "")]
     for label, key in rows:
-        a, b = p.get(key), t.get(key)
+        a, b, o = p.get(key), t.get(key), before.get(key)
         cells = [f"{v:12.3f}" if isinstance(v, float) and v < 10 else
-                 f"{v:12.1f}" if isinstance(v, float) else f"{'-':>12}" for v in (a, b)]
-        ratio = f"{a / b:8.2f}" if isinstance(a, float) and isinstance(b, float) else ""
-        lines.append(f"{label:42}{cells[0]}{cells[1]:>14}{ratio}")
+                 f"{v:12.1f}" if isinstance(v, float) else f"{'-':>12}" for v in (a, b, o)]
+        ratio = f"{a / b:8.2f}" if isinstance(a, float) and isinstance(b, float) else f"{'':8}"
+        lines.append(f"{label:42}{cells[0]}{cells[1]:>14}{ratio}"
+                     + (f"{cells[2]}{a / o:14.3f}" if isinstance(o, float) and a else ""))
     lines.append(f"picogpt first run, converting the TF checkpoint: {info['first_run_s']:.1f} s")
     best = {n: p[f"best_decode_after_{n}_tok_s"] / t[f"best_decode_after_{n}_tok_s"]
             for n in (16, 512)}
@@ -328,14 +336,19 @@ def report(results: dict, info: dict, bandwidth: float) -> str:
         limit = bandwidth / (per_token + kv_per_position * (n + N_NEW // 2))
         lines.append(f"after {n}: bandwidth limit {limit:.1f} tok/s; picogpt reaches "
                      f"{p[f'decode_after_{n}_tok_s'] / limit:.0%} of it")
-    shares = ", ".join(f"after {n} {p[f'peak_rss_mb_{n}'] * 2**20 / total:.2f}x"
-                       for n in (16, 512, 880))
-    shares += f", 8 samples after 512 {p['peak_rss_mb_512_x8'] * 2**20 / total:.2f}x"
-    lines.append(f"8 samples vs 1 (tokens/s): picogpt "
-                 f"{p['sample8_after_16_tok_s'] / p['sample1_after_16_tok_s']:.2f}x; "
+    picogpts = [("picogpt", p), ("before", before)][: 2 if before else 1]
+    for name, r in picogpts:
+        lines.append(f"8 samples vs 1 (tokens/s): {name} "
+                     f"{r['sample8_after_16_tok_s'] / r['sample1_after_16_tok_s']:.2f}x")
+    lines.append(f"8 samples vs 1 (tokens/s): transformers "
+                 f"{t['sample8_after_16_tok_s'] / t['sample1_after_16_tok_s']:.2f}x; "
                  f"picogpt 8 samples vs transformers 8 samples "
                  f"{p['sample8_after_16_tok_s'] / t['sample8_after_16_tok_s']:.2f}x")
-    lines.append(f"peak memory / weight bytes ({total / 1e6:.0f} MB): picogpt {shares}")
+    for name, r in picogpts:
+        shares = ", ".join(f"after {n} {r[f'peak_rss_mb_{n}'] * 2**20 / total:.2f}x"
+                           for n in (16, 512, 880))
+        shares += f", 8 samples after 512 {r['peak_rss_mb_512_x8'] * 2**20 / total:.2f}x"
+        lines.append(f"peak memory / weight bytes ({total / 1e6:.0f} MB): {name} {shares}")
     return "\n".join(lines)
 
 
@@ -373,6 +386,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3,
                         help="rounds in which the engines take turns; figures are medians")
     parser.add_argument("--json", type=Path, default=None, help="also save the figures here")
+    parser.add_argument("--before", type=Path, default=None,
+                        help="another checkout whose picogpt is timed too, as 'before'")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("engine", nargs="?", help=argparse.SUPPRESS)
     parser.add_argument("--t0", type=float, help=argparse.SUPPRESS)
@@ -386,23 +401,26 @@ def main() -> None:
     print(f"bench: {threads()} threads, numpy {np.__version__}, checkpoint in {work}",
           file=sys.stderr)
     info = prepare(work)
-    engines = ("picogpt", "transformers")
+    # each engine's kind and the checkout its children run from
+    engines = {"picogpt": ("picogpt", ROOT), "transformers": ("transformers", ROOT)}
+    if args.before:
+        engines["before"] = ("picogpt", args.before.resolve())
     rounds = {engine: [] for engine in engines}
     # this machine's speed drifts by ~20% from minute to minute: the engines take turns within
     # each round, so every ratio compares runs made under the same conditions
     for _ in range(args.rounds):
-        for engine in engines:
-            figures = {"load_cold_s": load_seconds(engine, work, cold=True),
-                       "load_warm_s": load_seconds(engine, work, cold=False),
-                       "first_token_s": first_token_seconds(engine, work)}
+        for engine, (kind, cwd) in engines.items():
+            figures = {"load_cold_s": load_seconds(kind, work, cold=True, cwd=cwd),
+                       "load_warm_s": load_seconds(kind, work, cold=False, cwd=cwd),
+                       "first_token_s": first_token_seconds(kind, work, cwd)}
             runs = [(16, 1), (512, 1), (880, 1), (16, 8), (512, 8), (4096, 1)]
-            if engine == "picogpt":  # scoring memory stays flat: a text four times as long
+            if kind == "picogpt":  # scoring memory stays flat: a text four times as long
                 runs.append((16384, 1))
             for n_prompt, n_samples in runs:
                 figures.update(json.loads(run_child(
-                    MODULE, "--child", "measure", engine, "--work", str(work), "--repeats",
+                    MODULE, "--child", "measure", kind, "--work", str(work), "--repeats",
                     str(args.repeats), "--n_prompt", str(n_prompt), "--n_samples",
-                    str(n_samples))))
+                    str(n_samples), cwd=cwd)))
             rounds[engine].append(figures)
     results = {engine: {key: statistics.median(r[key] for r in runs) if runs[0][key] is not None
                         else None for key in runs[0]} for engine, runs in rounds.items()}
