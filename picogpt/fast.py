@@ -50,11 +50,43 @@ def layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float = 1e-5) -
     return centred
 
 
+# Rows for which a product is one matrix-vector product per row instead of one matrix product:
+# OpenBLAS copies (packs) the weights before a matrix product, a cost that two to seven rows do
+# not earn back, while a matrix-vector product reads them as they are (a block's matrices then
+# stay in the L3 cache from one row to the next). Measured: docs/performance.md, "Several
+# samples".
+FEW_ROWS = range(2, 8)
+VOCAB_CHUNK = 4096  # wte rows per pass of the unembedding: 12 MiB, read by every row while cached
+
+
+def product(x: np.ndarray, w: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """x @ w for x of [n_rows, n_in], written into out: row by row when there are few rows."""
+    if len(x) not in FEW_ROWS:
+        return np.matmul(x, w, out=out)
+    out = np.empty((len(x), w.shape[-1]), x.dtype) if out is None else out
+    for row, out_row in zip(x, out):
+        np.matmul(row, w, out=out_row)
+    return out
+
+
 def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
     """model.linear, adding the bias into the product instead of into a copy of it."""
-    out = x.reshape(-1, x.shape[-1]) @ w  # [..., n_in] -> [..., n_out]
+    out = product(x.reshape(-1, x.shape[-1]), w)  # [..., n_in] -> [..., n_out]
     out += b
     return out.reshape(*x.shape[:-1], w.shape[-1])
+
+
+def unembed(x: np.ndarray, wte: np.ndarray) -> np.ndarray:
+    """x @ wte.T, the logits, a slice of the vocabulary at a time when there are several rows."""
+    # [..., n_embd] -> [..., n_vocab]
+    rows = x.reshape(-1, x.shape[-1])
+    if len(rows) == 1:
+        return x @ wte.T
+    out = np.empty((len(rows), len(wte)), x.dtype)
+    for start in range(0, len(wte), VOCAB_CHUNK):
+        chunk = slice(start, start + VOCAB_CHUNK)
+        product(rows, wte[chunk].T, out=out[:, chunk])
+    return out.reshape(*x.shape[:-1], len(wte))
 
 
 def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:

@@ -17,8 +17,8 @@ fewer new arrays. No I/O.
 
 import numpy as np
 
-from .fast import causal_attention, transformer_block
-from .model import attention_scores, embed, future_mask, layer_norm, softmax
+from .fast import causal_attention, layer_norm, transformer_block, unembed
+from .model import attention_scores, embed, future_mask, softmax
 
 # Prompt positions per pass. A pass holds [n_head, n_new, n_past + n_new] attention scores and
 # [n_new, 4 * n_embd] activations at once, but runs the matrix products faster the more positions
@@ -104,7 +104,7 @@ def extend(ids, params: dict, n_head: int, cache: KVCache) -> np.ndarray:
     for block, layer in zip(params["blocks"], cache.layers):
         x = transformer_block(x, **block, n_head=n_head, attend=layer.attend)
     # generating needs only the last position's logits: skip the others' [n_vocab] products
-    return layer_norm(x[..., -1, :], **params["ln_f"]) @ params["wte"].T
+    return unembed(layer_norm(x[..., -1, :], **params["ln_f"]), params["wte"])
 
 
 def prefill(ids, params: dict, n_head: int, cache: KVCache,

@@ -73,6 +73,23 @@ def test_attention_and_a_block_equal_model_after_a_past_and_in_a_batch(rng, batc
     assert got.shape == x.shape and got.dtype == np.float32
 
 
+@pytest.mark.parametrize("n_rows", range(1, 10))
+def test_products_row_by_row_and_the_sliced_unembedding_equal_one_product(rng, n_rows,
+                                                                         monkeypatch):
+    """A few rows go through one matrix-vector product each, the unembedding a slice of the
+    vocabulary at a time: every row and every token's logit lands where x @ w puts it."""
+    monkeypatch.setattr(fast, "VOCAB_CHUNK", 96)  # 1,001 tokens: ten slices and a short one
+    x, w, b = random(rng, (n_rows, 48), 1), random(rng, (48, 70), 0.3), random(rng, (70,), 1)
+    wte = random(rng, (1001, 48), 0.3)
+    exact = x.astype(np.float64) @ w.astype(np.float64) + b  # the tolerance: float32 sums of 48
+    np.testing.assert_allclose(fast.linear(x, w, b), exact, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(fast.unembed(x, wte), x.astype(np.float64) @ wte.T, rtol=0,
+                               atol=1e-5)
+    batched = fast.unembed(x[:, None, None], wte)  # leading dimensions pass through
+    assert batched.shape == (n_rows, 1, 1, 1001)
+    np.testing.assert_array_equal(batched[:, 0, 0], fast.unembed(x, wte))
+
+
 # Run in a child: BLAS reads its thread count once, when NumPy loads.
 CHILD = """
 import os, sys
