@@ -334,7 +334,11 @@ def test_cached_decode_of_four_samples_equals_each_sample_alone(checkpoint, shar
         full = gpt2(np.array([*prompt, *row]), **params, n_head=n_head)[7 : 7 + len(sample)]
         exact = gpt2(np.array([*prompt, *row]), **params64, n_head=n_head)[7:]
         noise = np.abs(full - exact[: len(sample)]).max()
-        np.testing.assert_allclose(sample, full, atol=max(1e-5, 2 * noise), rtol=0)
+        # against the float64 truth: a few rows are multiplied row by row (fast.product), which
+        # sums in another order than the full pass and rounds up to ~2.5x as far from the truth
+        # (124M shape: 1.6e-4 against 6.6e-5); a wrong row or position is off by far more
+        np.testing.assert_allclose(sample, exact[: len(sample)], atol=max(1e-5, 4 * noise),
+                                   rtol=0)
 
 
 # ---- model.py is the tutorial's core -------------------------------------------------------
