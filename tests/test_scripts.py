@@ -34,6 +34,16 @@ def test_a_child_that_fails_is_an_error_not_a_figure():
                   "/no/such/folder", "--t0", "0")
 
 
+def test_a_child_run_from_another_checkout_imports_that_checkouts_picogpt(tmp_path):
+    """speed.py --before times another checkout by running its children from there: their
+    `picogpt` must be that checkout's, not the one installed in the environment."""
+    (tmp_path / "picogpt").mkdir()
+    (tmp_path / "picogpt" / "__init__.py").write_text("")
+    (tmp_path / "probe.py").write_text("import picogpt\nprint(picogpt.__file__)\n")
+    assert run_child("probe", cwd=tmp_path) == str(tmp_path / "picogpt" / "__init__.py")
+    assert first_output_seconds([sys.executable, "-m", "probe"], cwd=tmp_path) > 0
+
+
 def test_every_picture_in_the_docs_exists_and_names_the_program_that_drew_it():
     """A learner who sees a picture can find how it was made: each image a doc shows exists,
     carries in its PNG "Source" text the command that wrote it, that command's program is in
