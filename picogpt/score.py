@@ -19,7 +19,7 @@ import numpy as np
 from .checks import whole_number
 from .encoder import END_OF_TEXT
 from .errors import PicoGPTError
-from .fast import layer_norm, transformer_block
+from .fast import layer_norm, transformer_block, unembed
 from .kvcache import LayerCache
 from .model import embed
 from .sampling import most_likely
@@ -87,9 +87,9 @@ def chunk_scores(start: int, x: np.ndarray, params: dict, targets: np.ndarray,
                  top: int) -> Scores:
     """Log-probabilities, ranks and the top candidates of targets after last residual rows x."""
     # [n, n_embd], [n] -> Scores
-    logprobs = layer_norm(x, **params["ln_f"]) @ params["wte"].T  # [n, n_vocab] logits, then
-    # their log-softmax, in place (fewer [n, n_vocab] copies lowered scoring's peak memory),
-    # shifted by the maximum so no probability is exponentiated into 0 before its log
+    logprobs = unembed(layer_norm(x, **params["ln_f"]), params["wte"])  # [n, n_vocab] logits,
+    # then their log-softmax, in place (fewer [n, n_vocab] copies lowered scoring's peak
+    # memory), shifted by the maximum so no probability is exponentiated into 0 before its log
     logprobs -= np.max(logprobs, axis=-1, keepdims=True)
     logprobs -= np.log(np.sum(np.exp(logprobs), axis=-1, keepdims=True))
     picked = np.take_along_axis(logprobs, targets[:, None], axis=-1)  # [n, 1]
