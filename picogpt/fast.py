@@ -4,8 +4,9 @@ model.py is written to be read: `0.5 * x * (1 + np.tanh(...))` makes a new array
 operator, and each new array of a long prompt is megabytes that must be allocated, written and
 read again. The functions here do the same float32 operations in the same order, so they give
 model.py's numbers (tests hold them equal on odd shapes and batches), but they write into arrays
-they own (`out=`, `*=`): GELU of a 512-token prompt's [512, 3072] activations takes a third of
-model.gelu's time, softmax of its attention scores two thirds (docs/performance.md, "Prefill").
+they own (`out=`, `*=`): GELU of a 512-token prompt's [512, 3072] activations takes about half
+of model.gelu's time (docs/performance.md, "In-place copies"). For a few rows, products go row by
+row, which saves OpenBLAS's copy of the weights ("Several samples, their products").
 
 `transformer_block` takes model.transformer_block's arguments, `attend` included, so kvcache.py
 and score.py call it in its place and the seam into the cache stays that one argument. The
@@ -54,7 +55,7 @@ def layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float = 1e-5) -
 # OpenBLAS copies (packs) the weights before a matrix product, a cost that two to seven rows do
 # not earn back, while a matrix-vector product reads them as they are (a block's matrices then
 # stay in the L3 cache from one row to the next). Measured: docs/performance.md, "Several
-# samples".
+# samples, their products".
 FEW_ROWS = range(2, 8)
 VOCAB_CHUNK = 4096  # wte rows per pass of the unembedding: 12 MiB, read by every row while cached
 

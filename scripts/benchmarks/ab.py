@@ -48,6 +48,7 @@ def main() -> None:
     parser.add_argument("b", type=Path, help="folder holding version b's picogpt/")
     parser.add_argument("--models_dir", required=True)
     parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--only", default="", help="time only the tasks whose names hold this")
     args = parser.parse_args()
     versions = {key: import_as(path, f"picogpt_{key}") for key, path in (("a", args.a),
                                                                           ("b", args.b))}
@@ -79,7 +80,8 @@ def main() -> None:
                                                               stride=512),
         }
 
-    runs = {key: tasks(package) for key, package in versions.items()}
+    runs = {key: {task: run for task, run in tasks(package).items() if args.only in task}
+            for key, package in versions.items()}
     for run in runs["a"].values():  # warm up: page cache, allocator
         run()
     times = alternate(args.rounds, {(key, task): (lambda run=run: timed(run))

@@ -407,9 +407,11 @@ def main() -> None:
         engines["before"] = ("picogpt", args.before.resolve())
     rounds = {engine: [] for engine in engines}
     # this machine's speed drifts by ~20% from minute to minute: the engines take turns within
-    # each round, so every ratio compares runs made under the same conditions
-    for _ in range(args.rounds):
-        for engine, (kind, cwd) in engines.items():
+    # each round, in the opposite order every other round, so every ratio compares runs made
+    # under the same conditions
+    for r in range(args.rounds):
+        for engine in list(engines) if r % 2 == 0 else list(engines)[::-1]:
+            kind, cwd = engines[engine]
             figures = {"load_cold_s": load_seconds(kind, work, cold=True, cwd=cwd),
                        "load_warm_s": load_seconds(kind, work, cold=False, cwd=cwd),
                        "first_token_s": first_token_seconds(kind, work, cwd)}
