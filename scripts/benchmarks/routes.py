@@ -22,7 +22,7 @@ from functools import partial
 
 import numpy as np
 
-from scripts.benchmarks.common import random_ids
+from scripts.benchmarks.common import alternate, random_ids
 
 NAMES = [("attn", "c_attn"), ("attn", "c_proj"), ("mlp", "c_fc"), ("mlp", "c_proj")]
 
@@ -126,15 +126,17 @@ def products(params: dict) -> None:
 
 def alternate_settings(settings: list, apply, run, rounds: int) -> list[float]:
     """Median over rounds of each setting's time relative to the first's, settings in turn."""
-    seconds = {i: [] for i in range(len(settings))}
-    for r in range(rounds):
-        for i in (range(len(settings)) if r % 2 == 0 else reversed(range(len(settings)))):
-            apply(settings[i])
-            run()
-            start = time.perf_counter()
-            run()
-            seconds[i].append(time.perf_counter() - start)
-    return [statistics.median(s / f for s, f in zip(seconds[i], seconds[0])) for i in seconds]
+    def timed(setting) -> float:
+        apply(setting)
+        run()  # untimed: the first run after a change pays for it
+        start = time.perf_counter()
+        run()
+        return time.perf_counter() - start
+
+    seconds = alternate(rounds, {setting: partial(timed, setting) for setting in settings})
+    first = seconds[settings[0]]
+    return [statistics.median(s / f for s, f in zip(seconds[setting], first))
+            for setting in settings]
 
 
 def passes(params: dict, n_head: int, rounds: int) -> None:
