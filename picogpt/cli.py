@@ -16,7 +16,6 @@ from collections.abc import Iterable, Iterator
 
 from .checks import whole_number
 from .command import ending, read_prompt, run_command
-from .encoder import END_OF_TEXT
 from .errors import PicoGPTError
 from .generate import check_settings, generate, generate_samples, generate_steps
 from .models import load_model
@@ -74,8 +73,8 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
         n_samples: How many samples to draw; they are decoded together in one batch, and each
             is printed under a line naming it when all are done.
         stop: End a sample when its text contains this text (not printed).
-        ignore_end: Keep going past <|endoftext|>, GPT-2's end of a document, instead of
-            ending the sample there.
+        ignore_end: Keep going past the model's end token (<|endoftext|>, GPT-2's end of a
+            document; [SEP] in a BERT vocabulary) instead of ending the sample there.
         candidates: For each generated token, print it with the N most likely candidates and
             their probabilities before and after the filters, then the text.
         explain: Also write this HTML page of the run, to open offline in a browser: tokens
@@ -98,7 +97,7 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
               file=sys.stderr)
     prompt = read_prompt(prompt, prompt_file)
     encoder, hparams, params, model = load_model(model_size, models_dir, base_url, hf)
-    input_ids, n_head = encoder.encode(prompt), hparams["n_head"]
+    input_ids, n_head = encoder.prompt_ids(prompt), hparams["n_head"]
     settings = {"top_k": top_k, "top_p": top_p, "temperature": temperature, "seed": seed,
                 "repetition_penalty": repetition_penalty, "stop_at_end": not ignore_end,
                 "stop": stop, "encoder": encoder}
@@ -123,7 +122,7 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
         else:
             print_text((step.token for step in made), encoder, stop)
     if explain:
-        prompt_ids = input_ids or [END_OF_TEXT]
+        prompt_ids = input_ids
         shown = {"top_k": top_k, "top_p": top_p, "seed": seed, "temperature": temperature,
                  "repetition_penalty": repetition_penalty}
         write_page(explain, page_data([*prompt_ids, *(step.token for step in steps)],
@@ -140,7 +139,8 @@ def score_text(prompt: str = "", stride: int | None = None, top: int = 0, json: 
 
     Prints each token's log-probability and rank, then the count, total negative
     log-likelihood, perplexity per token and bits per byte. Every token is scored, the first
-    one after <|endoftext|>, as GPT-2 saw the start of a document.
+    one after the model's start token (<|endoftext|> for GPT-2, [CLS] for a BERT vocabulary), as
+    the model saw the start of a document.
 
     Args:
         prompt: The text to score, exactly as typed.
@@ -159,7 +159,7 @@ def score_text(prompt: str = "", stride: int | None = None, top: int = 0, json: 
     with reading_notice(model["where"]) as quiet, progress(len(ids), "scoring") as bar:
         windows = []
         for window in call_first(quiet, score_windows(ids, params, hparams["n_head"], stride,
-                                                      top)):
+                                                      top, encoder.start)):
             windows.append(window)
             bar.update(len(window.logprobs))
     scores = join_scores(windows)

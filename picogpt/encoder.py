@@ -1,12 +1,20 @@
 """Byte-level BPE: text to GPT-2 token ids and back.
 
-Owns the `Encoder` class. It is built from the two things `load.py` read from disk, the token
+Owns the `Encoder` class. It is built from the two things vocab.py read from disk, the token
 table of encoder.json and the merge list of vocab.bpe, and does no I/O of its own.
+
+Every vocabulary picogpt reads (this one, and WordPiece's beside it) has the same face: `encode`,
+`decode`, `decode_bytes`, `n_vocab`, and its special tokens as data: `start` (the id a text
+begins after), `end` (the id that ends a text, or None), `unknown` (the id of a word outside
+the vocabulary, or None), and `prompt_ids` (what the model is fed for a prompt). GPT-2 has one
+special token, <|endoftext|>, which both ends a document and begins the next, so it is `start`
+and `end`; it is fed before a prompt only when the prompt is empty, as OpenAI's code did.
 """
 
 import regex
 
 END_OF_TEXT = 50256  # id of "<|endoftext|>" in GPT-2's encoder.json
+SPECIAL = "<|endoftext|>"  # a byte-level BPE's one special token, in GPT-2's and picogpt's own
 
 # GPT-2 cuts text into pieces before BPE: English contractions (lower case only, as OpenAI's
 # encoder does), letter runs, digit runs and other-symbol runs, each with at most one leading
@@ -30,6 +38,9 @@ class Encoder:
 
     def __init__(self, encoder: dict[str, int], merges: list[tuple[str, str]]):
         self.encoder = encoder  # token spelled in bytes_to_unicode's alphabet -> id
+        self.n_vocab = len(encoder)
+        self.start = self.end = encoder[SPECIAL]  # 50256 in GPT-2's table
+        self.unknown = None  # 256 byte tokens: every text encodes
         self.ranks = {pair: rank for rank, pair in enumerate(merges)}  # lower merges first
         byte_to_char = bytes_to_unicode()
         self.byte_to_char = [byte_to_char[b] for b in range(256)]
@@ -67,12 +78,21 @@ class Encoder:
             ids += self.piece_ids[piece]
         return ids
 
+    def prompt_ids(self, text: str) -> list[int]:
+        """The ids the model is fed for a prompt: its tokens, or <|endoftext|> alone for an
+        empty prompt, as GPT-2 saw the start of a document."""
+        return self.encode(text) or [self.start]
+
+    def outside(self, text: str) -> list[str]:
+        """The words of text that would become the unknown token: none, for byte-level BPE."""
+        return []
+
     def decode_bytes(self, ids: list[int]) -> bytes:
         """The UTF-8 bytes the ids stand for (a token may hold part of a character)."""
         try:
             return b"".join(self.token_bytes[i] for i in ids)
         except KeyError as e:
-            raise ValueError(f"token id {e.args[0]!r} is not one of GPT-2's "
+            raise ValueError(f"token id {e.args[0]!r} is not one of this vocabulary's "
                              f"{len(self.token_bytes)} token ids") from None
 
     def decode(self, ids: list[int]) -> str:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from .checks import whole_number
-from .encoder import END_OF_TEXT, Encoder
+from .encoder import Encoder
 from .errors import PicoGPTError
 from .generate import check_context, check_settings
 from .kvcache import KVCache, decode_step, prefill
@@ -35,11 +35,11 @@ class Session:
         self.cache = KVCache(params, self.n_head, self.n_ctx)  # room for the whole context
         self.ids: list[int] = []  # the text the cache holds, position by position
         self.logits = np.zeros(0)  # [n_vocab] the model's logits for the token after it
-        self.set_text("")  # a session always has a text: <|endoftext|> until it is given one
+        self.set_text("")  # a session always has a text: the start token until it is given one
 
     def set_text(self, prompt: str) -> dict:
-        """Make prompt the text (an empty one is <|endoftext|>, as generation starts)."""
-        ids = self.encoder.encode(prompt) or [END_OF_TEXT]
+        """Make prompt the text, fed as generation feeds a prompt (encoder.prompt_ids)."""
+        ids = self.encoder.prompt_ids(prompt)
         check_context(len(ids), 0, self.n_ctx)
         same = next((i for i, (a, b) in enumerate(zip(self.ids, ids)) if a != b),
                     min(len(self.ids), len(ids)))
@@ -97,7 +97,8 @@ class Session:
     def generate(self, sampling: Sampling, seed: int | None, n_tokens: int,
                  stopped: Callable[[], bool] = lambda: False) -> Iterator[dict]:
         """Append up to n_tokens tokens as generate would pick them from this text, yielding
-        each one's piece; it ends at <|endoftext|> (not appended), or when stopped() says so."""
+        each one's piece; it ends at the vocabulary's end token (not appended), or when
+        stopped() says so."""
         check_settings(n_tokens, sampling, seed, None, self.n_vocab)
         check_context(len(self.ids), n_tokens, self.n_ctx)
         rng = sample_rngs(seed, 1)[0]
@@ -105,7 +106,7 @@ class Session:
             if stopped():
                 return
             token = sampling.pick(self.filtered(sampling), rng)
-            if token == END_OF_TEXT:
+            if token == self.encoder.end:
                 return
             self.append(token)
             yield piece(self.encoder, token)

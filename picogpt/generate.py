@@ -27,9 +27,11 @@ def generate(input_ids: Sequence[int], params: dict, n_head: int, n_tokens: int,
     """Yield up to n_tokens new token ids after input_ids, one at a time.
 
     Greedy unless top_k or top_p is set; the filters run in the order repetition penalty,
-    temperature, top-k, top-p. `seed` makes sampling repeatable. The text ends early at
-    <|endoftext|> (not yielded) unless stop_at_end is False, and once it contains `stop`
-    (which needs `encoder` to read the text; the token that completes it is yielded).
+    temperature, top-k, top-p. `seed` makes sampling repeatable. The text ends early at the
+    vocabulary's end token (not yielded: `encoder.end`, or GPT-2's <|endoftext|> when no
+    encoder is given) unless stop_at_end is False, and once it contains `stop` (which needs
+    `encoder` to read the text; the token that completes it is yielded). Empty input_ids start
+    from the vocabulary's start token, as a document starts.
     """
     samples = checked(input_ids, params, n_head, n_tokens, 1, 0, top_k=top_k, top_p=top_p,
                       temperature=temperature, seed=seed, repetition_penalty=repetition_penalty,
@@ -64,20 +66,24 @@ def checked(input_ids: Sequence[int], params: dict, n_head: int, n_tokens: int, 
     sampling = Sampling(top_k, top_p, temperature, repetition_penalty)
     check_settings(n_tokens, sampling, seed, stop, len(params["wte"]))
     check_context(len(input_ids), n_tokens, len(params["wpe"]))
+    check_ids(input_ids, len(params["wte"]))
     if stop is not None and encoder is None:
         raise PicoGPTError("stop needs encoder= to read the generated text; pass the Encoder "
                            "from load_encoder_hparams_and_params.")
-    return decode_samples([*input_ids], params, n_head, n_tokens, sampling,
-                          sample_rngs(seed, n_samples), stop_at_end,
+    start, end = (END_OF_TEXT, END_OF_TEXT) if encoder is None else (encoder.start, encoder.end)
+    return decode_samples([*input_ids] or [start], params, n_head, n_tokens, sampling,
+                          sample_rngs(seed, n_samples), end if stop_at_end else None,
                           stop.encode("utf-8") if stop else None, encoder, candidates)
 
 
-def decode_samples(input_ids: list[int], params: dict, n_head: int, n_tokens: int,
-                   sampling: Sampling, rngs: list[np.random.Generator], stop_at_end: bool = True,
-                   stop: bytes | None = None, encoder: Encoder | None = None,
+def decode_samples(prompt: list[int], params: dict, n_head: int, n_tokens: int,
+                   sampling: Sampling, rngs: list[np.random.Generator],
+                   end: int | None = END_OF_TEXT, stop: bytes | None = None,
+                   encoder: Encoder | None = None,
                    candidates: int = 0) -> Iterator[tuple[int, int | Step]]:
     """The loop behind generate: one sample per rng; yields (sample, token id) step by step
-    (a Step in place of the id when candidates > 0).
+    (a Step in place of the id when candidates > 0). A sample ends at the token `end` (not
+    yielded; None never ends early).
 
     The prompt is fed once. Then each step runs all running samples as one batch of
     [n_alive, 1] ids, so the weights are read once per step. The samples share the prompt's
@@ -86,7 +92,6 @@ def decode_samples(input_ids: list[int], params: dict, n_head: int, n_tokens: in
     """
     if n_tokens == 0:
         return
-    prompt = input_ids or [END_OF_TEXT]  # no prompt: start as GPT-2 starts a document
     if len(rngs) == 1:  # one batch row, its cache sized for the prompt and every new token
         cache = KVCache(params, n_head, len(prompt) + n_tokens, batch=(1,))
         logits = prefill([prompt], params, n_head, cache)  # [1, n_vocab]
@@ -106,7 +111,7 @@ def decode_samples(input_ids: list[int], params: dict, n_head: int, n_tokens: in
         next_ids = [sampling.pick(row, rngs[i]) for row, i in zip(filtered, alive)]
         keep = []
         for row, (i, token) in enumerate(zip(alive, next_ids)):
-            if stop_at_end and token == END_OF_TEXT:
+            if token == end:
                 continue
             yield i, (describe(token, logits[row], filtered[row], candidates) if candidates
                       else token)
@@ -147,6 +152,15 @@ def check_settings(n_tokens: int, sampling: Sampling, seed: int | None, stop: st
                                             "each run")
     if stop is not None:
         text("stop", stop, "give the text to stop at, or leave it unset")
+
+
+def check_ids(ids: Sequence[int], n_vocab: int) -> None:
+    """Raise PicoGPTError if an id is not one of the model's n_vocab tokens."""
+    wrong = [i for i in ids if not 0 <= i < n_vocab]
+    if wrong:
+        raise PicoGPTError(f"token id {wrong[0]} is not one of the model's {n_vocab} tokens "
+                           f"(0 .. {n_vocab - 1}); encode the prompt with the model's own "
+                           f"vocabulary.")
 
 
 def check_context(n_prompt: int, n_tokens: int, n_ctx: int) -> None:

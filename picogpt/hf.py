@@ -23,10 +23,10 @@ import numpy as np
 
 from .encoder import Encoder
 from .errors import PicoGPTError
-from .load import read_vocabulary
 from .params import check_hparams, check_shapes, nest
+from .vocab import read_vocab
 
-WEIGHTS, CONFIG, VOCAB, MERGES = "model.safetensors", "config.json", "vocab.json", "merges.txt"
+WEIGHTS, CONFIG = "model.safetensors", "config.json"
 # settings of GPT2Config that would change the math if they were not GPT-2's own
 SAME_MATH = {"activation_function": "gelu_new", "layer_norm_epsilon": 1e-5,
              "scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False,
@@ -40,13 +40,8 @@ def load_hf(path: str) -> tuple[Encoder, dict[str, int], dict]:
     """A Hugging Face GPT-2 folder, or a model id in the local cache: (encoder, hparams, params)."""
     folder = find_folder(path)
     hparams = read_config(folder)
-    missing = [name for name in (VOCAB, MERGES) if not (folder / name).is_file()]
-    if missing:
-        raise PicoGPTError(f"{folder} has no {' or '.join(missing)}: picogpt needs GPT-2's "
-                           f"tokenizer files beside the weights (save the tokenizer there too, "
-                           f"e.g. tokenizer.save_pretrained).")
-    encoder = read_vocabulary(folder / VOCAB, folder / MERGES, None,
-                              "save GPT-2's tokenizer there with tokenizer.save_pretrained")
+    encoder = read_vocab(folder, "save the model's tokenizer beside the weights with "
+                                 "tokenizer.save_pretrained")
     arrays = read_safetensors(folder)
     lm_head = arrays.pop("lm_head", None)
     check_shapes(arrays, hparams, str(folder / CONFIG), str(folder / WEIGHTS),

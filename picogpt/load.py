@@ -9,7 +9,8 @@ Layout of `models_dir/<size>/`: OpenAI's seven files, `download.json` (the byte 
 file picogpt downloaded, to spot a file damaged later) and `params/`, the checkpoint converted
 to one `.npy` per tensor. TensorFlow is needed only to build `params/`; later runs never import
 it nor need the checkpoint files again. A model that `python -m picogpt.train` wrote lives
-beside the sizes as `models_dir/<name>/`: hparams.json, GPT-2's vocabulary and params/ only.
+beside the sizes as `models_dir/<name>/`: hparams.json, its vocabulary (GPT-2's or its own;
+vocab.py reads either) and params/ only.
 """
 
 import os
@@ -20,13 +21,13 @@ import numpy as np
 from tqdm import tqdm
 
 from .download import FILES, download_missing, download_url
-from .encoder import END_OF_TEXT, Encoder
+from .encoder import Encoder
 from .errors import PicoGPTError
 from .params import check_hparams, check_shapes, nest
 from .store import model_lock, read_json, read_params, source_stamps, write_params
+from .vocab import read_vocab
 
 MODEL_SIZES = ("124M", "355M", "774M", "1558M")
-N_VOCAB, N_MERGES = 50257, 50000  # what GPT-2's encoder.json and vocab.bpe hold
 CHECKPOINT = ("checkpoint", "model.ckpt.data-00000-of-00001", "model.ckpt.index",
               "model.ckpt.meta")  # what only the conversion reads
 
@@ -63,39 +64,12 @@ def read_hparams(model_dir: Path) -> dict[str, int]:
                          "delete it to download it again")
 
 
-def read_encoder(model_dir: Path) -> Encoder:
-    """GPT-2's BPE from encoder.json and vocab.bpe, checked to be GPT-2's whole vocabulary."""
-    return read_vocabulary(model_dir / "encoder.json", model_dir / "vocab.bpe",
-                           (N_VOCAB, N_MERGES), "delete it to download it again")
-
-
-def read_vocabulary(tokens_file: Path, merges_file: Path, sizes: tuple[int, int] | None,
-                    fix: str) -> Encoder:
-    """A byte-level BPE from a token table (JSON: token -> id) and a merge list (a pair a
-    line, after a "#version" line), checked to be GPT-2's: <|endoftext|> is 50256, and with
-    sizes, exactly that many tokens and merges. fix is what the error says to do."""
-    table = read_json(tokens_file)
-    n_tokens, n_merges = sizes or (None, None)
-    if not isinstance(table, dict) or table.get("<|endoftext|>") != END_OF_TEXT or (
-            n_tokens is not None and len(table) != n_tokens):
-        count = f"{n_tokens} tokens, " if n_tokens else ""
-        raise PicoGPTError(f"{tokens_file} is not GPT-2's token table ({count}<|endoftext|> = "
-                           f"{END_OF_TEXT}); {fix}.")
-    try:
-        lines = merges_file.read_text(encoding="utf-8").split("\n")
-    except (OSError, UnicodeDecodeError) as e:
-        reason = e.strerror if isinstance(e, OSError) else "it is not UTF-8 text"
-        raise PicoGPTError(f"cannot read {merges_file} ({reason}); {fix}.") from None
-    # Each half of a merge is a token too: reusing the table's string for it, not a second
-    # copy, keeps ~5 MiB less in memory for the whole run
-    same = {token: token for token in table}
-    merges = [tuple(same.get(half, half) for half in line.split()) for line in lines
-              if line and not line.startswith("#version")]
-    if not merges or (n_merges is not None and len(merges) != n_merges) or any(
-            len(merge) != 2 for merge in merges):
-        count = f"{n_merges} pairs" if n_merges else "one pair a line"
-        raise PicoGPTError(f"{merges_file} is not GPT-2's merge list ({count}); {fix}.")
-    return Encoder(table, merges)
+def read_encoder(model_dir: Path):
+    """The folder's vocabulary: GPT-2's own for a released size, checked to be whole; a trained
+    model's own (byte-level BPE, or WordPiece) otherwise."""
+    return read_vocab(model_dir, "delete it to download it again"
+                      if model_dir.name in MODEL_SIZES else "train the model again",
+                      gpt2=model_dir.name in MODEL_SIZES)
 
 
 def build_params(model_dir: Path) -> dict[str, np.ndarray]:

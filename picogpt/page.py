@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .encoder import END_OF_TEXT, Encoder
+from .encoder import Encoder
 from .errors import PicoGPTError
 from .generate import generate_steps
 from .inside import (
@@ -134,7 +134,7 @@ def explain(prompt: str, encoder: Encoder, hparams: dict, params: dict, n_tokens
     """The --explain page of a run, for a notebook: n_tokens generated after prompt with
     generate's settings (greedy unless top_k or top_p), then the page of the whole text. model
     names it, as load_model does ({"name", "kind"}); unset, the page calls it random weights."""
-    prompt_ids = encoder.encode(prompt) or [END_OF_TEXT]
+    prompt_ids = encoder.prompt_ids(prompt)
     steps = list(generate_steps(prompt_ids, params, hparams["n_head"], n_tokens, candidates=10,
                                 encoder=encoder, **settings))
     model = model or {"name": "", "kind": "random"}

@@ -2,8 +2,9 @@
 
 Owns `score` and the windows behind it. Like generate.py it calls the model and does no I/O.
 
-Every token is scored once, the first one too: the text is preceded by <|endoftext|>, as GPT-2
-saw the start of a document. With `inputs = [<|endoftext|>] + ids[:-1]`, input j predicts
+Every token is scored once, the first one too: the text is preceded by the vocabulary's start
+token (GPT-2's <|endoftext|>, a BERT vocabulary's [CLS]), as the model saw the start of a
+document. With `inputs = [start_id] + ids[:-1]`, input j predicts
 `ids[j]`. A text longer than the context goes in windows: window w feeds
 `inputs[w * stride : w * stride + n_ctx]` and scores only the ids no earlier window scored, with
 the window's earlier inputs as their context (at least n_ctx - stride of them once the text is
@@ -42,20 +43,21 @@ class Scores:
     top_probs: np.ndarray  # [n, top] their probabilities
 
 
-def score(ids: Sequence[int], params: dict, n_head: int, *,
-          stride: int | None = None) -> np.ndarray:  # [n] ids -> [n] log-probabilities
-    """Natural-log probability of each token given the ones before it."""
-    windows = score_windows(ids, params, n_head, stride)
+def score(ids: Sequence[int], params: dict, n_head: int, *, stride: int | None = None,
+          start_id: int = END_OF_TEXT) -> np.ndarray:  # [n] ids -> [n] log-probabilities
+    """Natural-log probability of each token given the ones before it, the first after the
+    vocabulary's start token (`encoder.start`; GPT-2's <|endoftext|> by default)."""
+    windows = score_windows(ids, params, n_head, stride, start_id=start_id)
     return np.concatenate([window.logprobs for window in windows])
 
 
 def score_windows(ids: Sequence[int], params: dict, n_head: int, stride: int | None = None,
-                  top: int = 0) -> Iterator[Scores]:
+                  top: int = 0, start_id: int = END_OF_TEXT) -> Iterator[Scores]:
     """Score ids window by window (see the module's docstring), yielding each window's Scores."""
     n_ctx = len(params["wpe"])
     stride = n_ctx // 2 if stride is None else stride
     check_score_settings(len(ids), stride, n_ctx)
-    inputs = [END_OF_TEXT, *ids[:-1]]  # inputs[j] predicts ids[j]
+    inputs = [start_id, *ids[:-1]]  # inputs[j] predicts ids[j]
     scored = 0  # ids[:scored] have their scores
     for start in range(0, len(ids), stride):
         end = min(start + n_ctx, len(ids))  # this window feeds inputs[start:end]

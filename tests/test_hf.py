@@ -230,8 +230,8 @@ def edit_config(**changes):
                    "transformers and re-save it"),
     (edit_config(model_type="llama"), "describes a 'llama' model; picogpt runs GPT-2's "
                                       "architecture only"),
-    (lambda folder: (folder / "merges.txt").unlink(), "has no merges.txt: picogpt needs "
-                                                      "GPT-2's tokenizer files"),
+    (lambda folder: (folder / "merges.txt").unlink(), "holds no whole vocabulary "
+                                                      "(vocab.json without merges.txt)"),
     (edit_config(n_embd=64), "does not match"),
     (edit_config(activation_function="relu"), "sets activation_function='relu'"),
     (lambda folder: (folder / "merges.txt").write_bytes(b"#version: 0.2\n\xff\xfe"),
