@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,22 @@ from scripts.fixtures.checkpoint import random_arrays
 from scripts.fixtures.reference import hf_model_of
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+LIMIT = 120  # seconds a test waits for an event: only a hang reaches it, never a slow machine
+POLL = 0.05  # seconds between two looks at the event
+
+
+def wait_until(happened, process=None, limit: float = LIMIT) -> None:
+    """Wait until happened() is true: for a file, a request, a line. Fails after limit seconds,
+    or at once if process (a Popen) ended first, with what it wrote to stderr."""
+    deadline = time.monotonic() + limit
+    while not happened():
+        if process is not None and process.poll() is not None:
+            pytest.fail(f"the process ended first: {process.communicate()}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"waited {limit} s for it")
+        time.sleep(POLL)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -181,6 +198,23 @@ def serve():
         server.ending.set()
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def fake_hub():
+    """Start scripts.fixtures.hub's fake Hugging Face hub on 127.0.0.1 over repo folders:
+    fake_hub({"owner/name": folder}, gated={"owner/name": token}); stopped when the test ends."""
+    from scripts.fixtures.hub import FakeHub
+
+    hubs = []
+
+    def start(repos: dict, gated: dict | None = None) -> FakeHub:
+        hubs.append(FakeHub(repos, gated).start())
+        return hubs[-1]
+
+    yield start
+    for hub in hubs:
+        hub.stop()
 
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
