@@ -72,3 +72,18 @@ def heatmap(axes, matrix: np.ndarray, labels: list[str] | None, colours: dict, t
     if colour_bar:
         axes.figure.colorbar(image, ax=axes, fraction=0.046, pad=0.04)
     return image
+
+
+def use_language(language: str) -> None:
+    """Draw the next pictures' text in a font for `language`: "en", or "zh" (Noto Sans CJK SC,
+    Debian's fonts-noto-cjk; without it matplotlib would draw each Chinese character as a box)."""
+    import matplotlib
+    from matplotlib import font_manager
+
+    if language == "zh":
+        names = {font.name for font in font_manager.fontManager.ttflist}
+        if "Noto Sans CJK SC" not in names:
+            raise SystemExit("Chinese labels need a CJK font: apt-get install fonts-noto-cjk")
+        matplotlib.rcParams["font.family"] = ["Noto Sans CJK SC", "DejaVu Sans"]
+    else:
+        matplotlib.rcParams["font.family"] = ["DejaVu Sans"]
