@@ -160,21 +160,24 @@ def write_tensors(named_arrays, out_dir: Path) -> dict[str, dict]:
     return tensors
 
 
-def save_model(model_dir: Path, hparams: dict[str, int], params: dict, vocab_dir: Path,
+def save_model(model_dir: Path, hparams: dict[str, int], params: dict, vocab_dir: Path | None,
                extra: dict[str, Any] | None = None) -> None:
     """Write a new model folder that loads like a converted download: hparams.json, GPT-2's
-    encoder.json and vocab.bpe from vocab_dir, params/ (no TensorFlow checkpoint), and each of
-    extra as a JSON file of that name. It appears whole or not at all, and never in place of a
-    folder that exists."""
+    encoder.json and vocab.bpe from vocab_dir (unless it is None), params/ (no TensorFlow
+    checkpoint), and each of extra as a file of that name: a str as text, anything else as
+    JSON. It appears whole or not at all, and never in place of a folder that exists."""
     tmp = model_dir.with_name(f".{model_dir.name}.tmp-{os.getpid()}")
     try:
         tmp.mkdir(parents=True)
-        for name in ("encoder.json", "vocab.bpe"):
+        for name in ("encoder.json", "vocab.bpe") if vocab_dir is not None else ():
             shutil.copyfile(vocab_dir / name, tmp / name)
         write_json_atomic(tmp / "hparams.json", {key: hparams[key] for key in HPARAMS})
         write_params(tmp, flatten(params).items(), source=None)
         for name, value in (extra or {}).items():
-            write_json_atomic(tmp / name, value)
+            if isinstance(value, str):  # a vocabulary's text file, such as vocab.txt
+                (tmp / name).write_text(value, encoding="utf-8")
+            else:
+                write_json_atomic(tmp / name, value)
         if model_dir.exists():  # made while this run worked: it is someone else's now
             raise FileExistsError(17, "File exists", str(model_dir))
         tmp.rename(model_dir)
