@@ -1,11 +1,12 @@
 """Reading a GPT-2 saved in Hugging Face's format: `load_hf(path) -> (encoder, hparams, params)`.
 
-Owns finding the folder (a path, or a model id in the local Hugging Face cache), reading
-config.json and model.safetensors, and renaming Hugging Face's tensor names to OpenAI's
-(`transformer.h.3.attn.c_attn.weight` -> `blocks[3]["attn"]["c_attn"]["w"]`). The vocabulary
+Owns finding the folder (a path, or a model id of the hub, which hub.py finds in the Hugging
+Face cache or downloads there), reading config.json and model.safetensors, and renaming Hugging
+Face's tensor names to OpenAI's (`transformer.h.3.attn.c_attn.weight` ->
+`blocks[3]["attn"]["c_attn"]["w"]`). The vocabulary
 reader and the params tree's checks are load.py's and params.py's. It returns what
-`load_encoder_hparams_and_params` returns, so every command works on it. It never touches the
-network and never writes: a model that is not on disk is an error, not a download.
+`load_encoder_hparams_and_params` returns, so every command works on it. It reads and never
+writes; the only network access is hub.py's, for a model id the cache does not hold.
 
 GPT-2's Conv1D layers store weights as [n_in, n_out] in both formats, so no tensor is
 transposed. model.safetensors is read here, not through a library: float32 tensors are mapped
@@ -16,13 +17,13 @@ sentence that names the problem.
 
 import json
 import math
-import os
 from pathlib import Path
 
 import numpy as np
 
 from .encoder import Encoder
 from .errors import PicoGPTError
+from .hub import hub_cache, hub_folder, is_model_id  # noqa: F401 (hub_cache: hf's too)
 from .params import check_hparams, check_shapes, nest
 from .vocab import read_vocab
 
@@ -37,11 +38,16 @@ LFS_POINTER = b"version https://git-lfs"  # how a Git LFS pointer file begins
 
 
 def load_hf(path: str) -> tuple[Encoder, dict[str, int], dict]:
-    """A Hugging Face GPT-2 folder, or a model id in the local cache: (encoder, hparams, params)."""
+    """A Hugging Face GPT-2 folder, or a model id of the hub: (encoder, hparams, params)."""
     folder = find_folder(path)
     hparams = read_config(folder)
     encoder = read_vocab(folder, "save the model's tokenizer beside the weights with "
                                  "tokenizer.save_pretrained")
+    if encoder.n_vocab > hparams["n_vocab"]:  # a larger model's wte may hold unused rows
+        raise PicoGPTError(f"{folder}'s vocabulary holds {encoder.n_vocab} tokens, but "
+                           f"{CONFIG} gives the model {hparams['n_vocab']} (vocab_size): ids past "
+                           f"{hparams['n_vocab'] - 1} have no row in wte. The tokenizer is not "
+                           f"this model's; save the two together with save_pretrained.")
     arrays = read_safetensors(folder)
     lm_head = arrays.pop("lm_head", None)
     check_shapes(arrays, hparams, str(folder / CONFIG), str(folder / WEIGHTS),
@@ -52,32 +58,16 @@ def load_hf(path: str) -> tuple[Encoder, dict[str, int], dict]:
     return encoder, hparams, nest(arrays)
 
 
-def hub_cache() -> Path:
-    """The local Hugging Face cache, by the hub client's rules: $HF_HUB_CACHE, else the older
-    $HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub, else $XDG_CACHE_HOME/huggingface/hub, else
-    ~/.cache/huggingface/hub."""
-    home = os.environ.get("HF_HOME") or Path(
-        os.environ.get("XDG_CACHE_HOME") or Path("~/.cache")) / "huggingface"
-    cache = (os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE")
-             or Path(home) / "hub")
-    return Path(os.path.expandvars(os.path.expanduser(cache)))
-
-
 def find_folder(path: str) -> Path:
-    """path itself if it is a folder, else the snapshot of model id `path` in the cache that
-    refs/main names (the newest snapshot if there is no refs/main)."""
+    """path itself if it is a folder, else model id `path` from the Hugging Face cache,
+    downloaded there first if the cache does not hold what picogpt reads (hub.py)."""
     if Path(path).is_dir():
         return Path(path)
-    repo = hub_cache() / f"models--{path.replace('/', '--')}"
-    ref = repo / "refs" / "main"
-    if ref.is_file() and (repo / "snapshots" / ref.read_text().strip()).is_dir():
-        return repo / "snapshots" / ref.read_text().strip()
-    snapshots = sorted((repo / "snapshots").glob("*"), key=lambda p: p.stat().st_mtime)
-    if snapshots:
-        return snapshots[-1]
-    raise PicoGPTError(f"--hf {path}: no such folder, and no model {path!r} in the Hugging Face "
-                       f"cache {hub_cache()}. picogpt downloads nothing from the hub: give a "
-                       f"folder, or download it first (huggingface-cli download {path}).")
+    if not is_model_id(path):
+        raise PicoGPTError(f"--hf {path}: no such folder. Give a folder saved with "
+                           f"save_pretrained, or a model id of the hub such as gpt2 or "
+                           f"uer/gpt2-chinese-poem.")
+    return hub_folder(path)
 
 
 def read_config(folder: Path) -> dict[str, int]:

@@ -195,8 +195,8 @@ def test_a_model_id_is_found_in_the_local_hugging_face_cache(hf_folder, tmp_path
     shutil.move(cache, tmp_path / "home" / "hub")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "home"))
     assert load_hf("someone/tiny-gpt2")[1] == hparams
-    with pytest.raises(PicoGPTError, match="downloads nothing from the hub"):
-        load_hf("someone/not-there")
+    with pytest.raises(PicoGPTError, match="no such folder. Give a folder saved with"):
+        load_hf("./someone/not-there")  # a path, not a model id: the hub is not asked
 
 
 @pytest.fixture(scope="module")
@@ -234,10 +234,12 @@ def edit_config(**changes):
                                                       "(vocab.json without merges.txt)"),
     (edit_config(n_embd=64), "does not match"),
     (edit_config(activation_function="relu"), "sets activation_function='relu'"),
+    (edit_config(vocab_size=50000), "vocabulary holds 50257 tokens, but config.json gives the "
+                                    "model 50000 (vocab_size): ids past 49999 have no row in wte"),
     (lambda folder: (folder / "merges.txt").write_bytes(b"#version: 0.2\n\xff\xfe"),
      "cannot read"),
 ], ids=["pytorch_bin_only", "not_gpt2", "no_merges", "wrong_shape", "other_activation",
-        "merges_not_utf8"])
+        "vocabulary_past_wte", "merges_not_utf8"])
 def test_a_bad_folder_gets_one_line_and_exit_code_1(good_folder, tmp_path, change, message):
     folder = broken(good_folder, tmp_path, change)
     done = picogpt("Hello", "--hf", str(folder), "--n_tokens", "2")

@@ -1,0 +1,152 @@
+"""A model id of the Hugging Face hub (`--hf uer/gpt2-chinese-poem`) as a folder on disk.
+
+Owns `hub_folder(model_id)`: the snapshot in the user's Hugging Face cache when it already holds
+what picogpt reads (then nothing is sent), else a download of exactly those files through
+`huggingface_hub`, with its progress bar. picogpt reads model.safetensors, config.json and one
+vocabulary (vocab.json + merges.txt, or vocab.txt with tokenizer_config.json and
+special_tokens_map.json); the .bin, .h5, msgpack and onnx copies of the weights are never
+fetched. huggingface_hub does all the talking to the hub and keeps its cache (HF_ENDPOINT,
+HF_HOME, HF_HUB_CACHE, HF_HUB_OFFLINE and HF_TOKEN work as they do for it); this room chooses
+the files, checks the list before anything is fetched, and turns each failure into one
+sentence. Reading the folder is hf.py's.
+"""
+
+import contextlib
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+from .errors import PicoGPTError
+
+WEIGHTS, CONFIG = "model.safetensors", "config.json"
+VOCABULARIES = (("vocab.json", "merges.txt"),  # byte-level BPE: GPT-2's
+                ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json"))  # WordPiece
+MODEL_ID = re.compile(r"([\w.-]+/)?[\w.-]+")  # "gpt2", "uer/gpt2-chinese-poem"
+
+
+def hub_cache() -> Path:
+    """The local Hugging Face cache, by the hub client's rules: $HF_HUB_CACHE, else the older
+    $HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub, else $XDG_CACHE_HOME/huggingface/hub, else
+    ~/.cache/huggingface/hub."""
+    home = os.environ.get("HF_HOME") or Path(
+        os.environ.get("XDG_CACHE_HOME") or Path("~/.cache")) / "huggingface"
+    cache = (os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE")
+             or Path(home) / "hub")
+    return Path(os.path.expandvars(os.path.expanduser(cache)))
+
+
+def is_model_id(name: str) -> bool:
+    """Whether name can be a hub model id rather than a path: one or two names, one slash."""
+    return bool(MODEL_ID.fullmatch(name)) and not name.startswith(".") and ".." not in name
+
+
+def cached_folder(model_id: str) -> Path | None:
+    """The snapshot of model_id that refs/main names (the newest one if there is no refs/main),
+    if it holds everything picogpt reads; None otherwise."""
+    repo = hub_cache() / f"models--{model_id.replace('/', '--')}"
+    ref = repo / "refs" / "main"
+    named = repo / "snapshots" / ref.read_text().strip() if ref.is_file() else None
+    if named is None or not named.is_dir():
+        snapshots = sorted((repo / "snapshots").glob("*"), key=lambda p: p.stat().st_mtime)
+        named = snapshots[-1] if snapshots else None
+    return named if named is not None and is_complete(named) else None
+
+
+def is_complete(folder: Path) -> bool:
+    """Whether folder holds the weights, the config and a whole vocabulary. picogpt downloads
+    the weights last, so a folder that holds them holds whatever else it fetched."""
+    whole = [pair[:2] if pair[0] == "vocab.json" else pair[:1] for pair in VOCABULARIES]
+    return all((folder / name).is_file() for name in (WEIGHTS, CONFIG)) and any(
+        all((folder / name).is_file() for name in names) for names in whole)
+
+
+def hub_folder(model_id: str) -> Path:
+    """The folder of model_id: the cached snapshot, or one downloaded now."""
+    return cached_folder(model_id) or download(model_id)
+
+
+def download(model_id: str) -> Path:
+    """Download what picogpt reads of model_id into the Hugging Face cache; its snapshot folder."""
+    from huggingface_hub import HfApi, hf_hub_download
+
+    with hub_errors(model_id), quiet_retries():
+        info = HfApi().model_info(model_id)  # the file list and the commit, before any download
+        wanted = files_to_fetch(model_id, {sibling.rfilename for sibling in info.siblings or []})
+        # each from the main branch, so that huggingface_hub records refs/main itself
+        paths = [hf_hub_download(model_id, name, cache_dir=hub_cache()) for name in wanted]
+    return Path(paths[-1]).parent
+
+
+def files_to_fetch(model_id: str, files: set[str]) -> list[str]:
+    """The files of the repo that picogpt reads, weights last; a repo without them is refused."""
+    if WEIGHTS not in files:
+        others = sorted(name for name in files if name.endswith((".bin", ".h5", ".msgpack",
+                                                                 ".onnx", ".pt", ".ckpt")))
+        held = f"it holds {', '.join(others)}" if others else "it holds no weights at all"
+        raise PicoGPTError(f"--hf {model_id}: the repo has no {WEIGHTS} ({held}), and picogpt "
+                           f"reads only safetensors. Load it with transformers, save it with "
+                           f"model.save_pretrained(folder) (which writes {WEIGHTS}) and run "
+                           f"--hf folder.")
+    if CONFIG not in files:
+        raise PicoGPTError(f"--hf {model_id}: the repo has no {CONFIG}; it is not a model "
+                           f"saved with transformers' save_pretrained.")
+    vocabulary = [name for names in VOCABULARIES for name in names if name in files]
+    return [CONFIG, *vocabulary, WEIGHTS]
+
+
+@contextlib.contextmanager
+def hub_errors(model_id: str) -> Iterator[None]:
+    """Each way the hub can fail, as one PicoGPTError sentence; Ctrl-C says what stopped."""
+    import httpx2
+    from huggingface_hub import constants
+    from huggingface_hub import errors as hub
+
+    where = f"the hub at {constants.ENDPOINT}"
+    try:
+        yield
+    except KeyboardInterrupt:  # huggingface_hub removes a file it did not finish
+        raise KeyboardInterrupt(f"stopped downloading {model_id}; nothing half-downloaded is "
+                                f"kept, and the next run downloads it again.") from None
+    except hub.GatedRepoError:
+        raise PicoGPTError(f"--hf {model_id}: the model is gated on {where}; accept its terms "
+                           f"on its page, then set HF_TOKEN to a token of yours (or run "
+                           f"'hf auth login').") from None
+    except hub.RepositoryNotFoundError:
+        raise PicoGPTError(f"--hf {model_id}: no such folder, and no model {model_id!r} on "
+                           f"{where} (or it is private: set HF_TOKEN to a token that may read "
+                           f"it). Check the id, as in --hf gpt2 or --hf uer/gpt2-chinese-poem."
+                           ) from None
+    except (hub.OfflineModeIsEnabled, hub.LocalEntryNotFoundError) as e:
+        if not constants.is_offline_mode():  # a file's HEAD failed: the hub went away
+            raise unreachable(model_id, where, e) from None
+        raise PicoGPTError(f"--hf {model_id}: HF_HUB_OFFLINE is set and the Hugging Face cache "
+                           f"{hub_cache()} does not hold the model's {WEIGHTS}, {CONFIG} and "
+                           f"vocabulary; unset HF_HUB_OFFLINE to download them once.") from None
+    except hub.HfHubHTTPError as e:
+        raise PicoGPTError(f"--hf {model_id}: {where} answered {e.response.status_code} "
+                           f"({e.response.reason_phrase}); try again later.") from None
+    except (httpx2.TransportError, OSError) as e:
+        raise unreachable(model_id, where, e) from None
+
+
+def unreachable(model_id: str, where: str, error: Exception) -> PicoGPTError:
+    """The hub could not be reached, or stopped answering in the middle of a file."""
+    reason = str(error).splitlines()[0] if str(error) else ""
+    return PicoGPTError(f"--hf {model_id}: cannot download from {where} ({type(error).__name__}"
+                        f"{': ' + reason if reason else ''}); nothing half-downloaded is kept. "
+                        f"Check the connection and run again.")
+
+
+@contextlib.contextmanager
+def quiet_retries() -> Iterator[None]:
+    """huggingface_hub's warnings off (it logs each retry of a cut download); bars stay on."""
+    import logging
+
+    logger = logging.getLogger("huggingface_hub")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
