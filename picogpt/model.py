@@ -4,8 +4,8 @@ Read this file first. It holds the math only: functions take arrays and return n
 no state, do no I/O, never pick a token, and import nothing but NumPy. Argument names are the
 checkpoint's and hparams.json's, so a params dict splats in: `gpt2(ids, **params, n_head=12)`.
 Leading batch dimensions pass through: `[n_seq, n_embd]` or `[n_batch, n_seq, n_embd]`.
-Float32 throughout: constants are Python floats (a NumPy float64 scalar upcasts, and slows,
-every float32 array it touches). No KV cache here: `mha` takes its attention step (`attend`).
+Float32 throughout: constants are Python floats (since NumPy 2, NEP 50, a float64 scalar
+upcasts every float32 array it touches). No KV cache: `mha` takes its attention step (`attend`).
 """
 
 import numpy as np
@@ -13,7 +13,7 @@ import numpy as np
 
 def gelu(x: np.ndarray) -> np.ndarray:  # [...] -> [...]
     """GELU activation, in the tanh form GPT-2 was trained with."""
-    # x * x * x, not x**3: NumPy's float32 power is ~300x slower than two multiplies
+    # x * x * x, not x**3: powf per element is 2-620x slower (docs/performance.md, x**3)
     return 0.5 * x * (1 + np.tanh(0.7978845608028654 * (x + 0.044715 * (x * x * x))))
 
 
