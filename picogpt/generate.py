@@ -133,6 +133,11 @@ def decode_samples(prompt: list[int], params: dict, n_head: int, n_tokens: int,
         logits = decode_step(ids, params, n_head, cache)  # [n_alive, n_vocab]
 
 
+# Temperature and repetition penalty divide float32 logits (GPT-2's reach ~100): outside these
+# bounds a logit can become inf or 0 (float32 of 1e-300 is 0), and the probabilities NaN
+SCALES = (1e-6, 1e6)
+
+
 def check_settings(n_tokens: int, sampling: Sampling, seed: int | None, stop: str | None,
                    n_vocab: int = 50257) -> None:
     """Raise PicoGPTError for a setting that makes no sense, before any work is done."""
@@ -143,10 +148,15 @@ def check_settings(n_tokens: int, sampling: Sampling, seed: int | None, stop: st
     if sampling.top_p is not None:
         number("top_p", sampling.top_p, 0, 1,
                "1 keeps every token; leave it unset for greedy decoding")
-    number("temperature", sampling.temperature, 0,
-           hint="1 keeps GPT-2's probabilities; lower is more conservative")
-    number("repetition_penalty", sampling.repetition_penalty, 0,
-           hint="1 is off; 1.2 is a common choice against loops")
+    for name, value, hint in (
+            ("temperature", sampling.temperature,
+             "1 keeps the model's probabilities; lower is more conservative"),
+            ("repetition_penalty", sampling.repetition_penalty,
+             "1 is off; 1.2 is a common choice against loops")):
+        number(name, value, 0, SCALES[1], hint)
+        if value < SCALES[0]:
+            raise PicoGPTError(f"{name}={value!r} is too small: below {SCALES[0]:g} it makes "
+                               f"float32's logits overflow; {hint}.")
     if seed is not None:
         whole_number("seed", seed, 0, hint="give one, or leave it unset for a different sample "
                                             "each run")
@@ -167,4 +177,5 @@ def check_context(n_prompt: int, n_tokens: int, n_ctx: int) -> None:
     """Raise PicoGPTError if the prompt and the new tokens do not fit in the context."""
     if max(n_prompt, 1) + n_tokens > n_ctx:
         raise PicoGPTError(f"prompt is {n_prompt} tokens; with n_tokens={n_tokens} that passes "
-                           f"GPT-2's limit of {n_ctx}. Shorten the prompt or lower n_tokens.")
+                           f"the model's limit of {n_ctx} tokens. Shorten the prompt or lower "
+                           f"n_tokens.")

@@ -94,7 +94,7 @@ def test_a_15_kb_prompt_from_a_file_or_stdin(tiny_end, vocab_dir, tmp_path):
 
 def test_a_100_kb_prompt_gets_the_context_error_not_a_crash(tiny, tmp_path):
     done = picogpt(long_text(100_000), "--models_dir", str(tiny.models_dir))
-    assert_one_line_error(done, "passes GPT-2's limit of 128. Shorten the prompt")
+    assert_one_line_error(done, "passes the model's limit of 128 tokens. Shorten the prompt")
     path = tmp_path / "latin1.txt"
     path.write_bytes("caf\u00e9".encode("latin-1"))
     done = picogpt("--prompt_file", str(path), "--models_dir", str(tiny.models_dir))

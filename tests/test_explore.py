@@ -244,7 +244,7 @@ def test_refusals_leave_the_server_answering_and_the_model_untouched(served, tin
                              says="secret"),
         "big_body": dict(body=b"{" + b" " * (70 * 1024) + b"}", status=413, says="64 KiB"),
         "long_prompt": dict(path="/api/text", body=json.dumps({"prompt": "hello " * 200}).encode(),
-                            status=400, says="passes GPT-2's limit of 128"),
+                            status=400, says="passes the model's limit of 128 tokens"),
         "bad_settings": dict(body=b'{"temperature": -1, "top_k": 0}', status=400,
                              says="top_k=0 is not a whole number from 1 to 50257"),
         "file_path": dict(method="GET", path=f"/../../etc/passwd?token={secret}", body=b"",

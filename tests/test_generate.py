@@ -211,8 +211,8 @@ def test_an_empty_prompt_starts_from_end_of_text(tiny):
 
 
 @pytest.mark.parametrize("n_prompt, settings, message", [
-    (100, {"n_tokens": 29}, "prompt is 100 tokens; with n_tokens=29 that passes GPT-2's limit "
-                            "of 128"),
+    (100, {"n_tokens": 29}, "prompt is 100 tokens; with n_tokens=29 that passes the model's limit "
+                            "of 128 tokens"),
     (5, {"n_tokens": -1}, "n_tokens=-1 is not a whole number from 0 up"),
     (5, {"n_tokens": 2.5}, "n_tokens=2.5"),
     (5, {"top_k": 0}, "top_k=0"),
@@ -223,6 +223,11 @@ def test_an_empty_prompt_starts_from_end_of_text(tiny):
     (5, {"top_p": 0}, "top_p=0 must be a number above 0 and at most 1"),
     (5, {"top_p": 1.5}, "top_p=1.5"),
     (5, {"repetition_penalty": 0}, "repetition_penalty=0 must be a number above 0"),
+    # float32 of 1e-300 is 0: the logits would become inf and the probabilities NaN
+    (5, {"top_k": 3, "temperature": 1e-300}, "temperature=1e-300 is too small: below 1e-06"),
+    (5, {"repetition_penalty": 1e-300}, "repetition_penalty=1e-300 is too small"),
+    (5, {"top_k": 3, "temperature": 1e300}, "temperature=1e+300 must be a number above 0 and at "
+                                            "most 1e+06"),
     (5, {"n_samples": 0}, "n_samples=0 is not a whole number from 1 up"),
     (5, {"stop": ""}, "stop='' is not a non-empty text"),
     (5, {"stop": "x"}, "stop needs encoder="),
