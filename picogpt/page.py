@@ -109,12 +109,19 @@ def fill(template: str, data: dict | None = None) -> str:
     files = resources.files("picogpt")
     page = files.joinpath(template).read_text(encoding="utf-8")
     for mark, name in (("<!--VIEWS_HTML-->", "views.html"), ("/*VIEWS_CSS*/", "views.css"),
-                       ("/*VIEWS_JS*/", "views.js")):
+                       ("/*VIEWS_JS*/", "views.js"), ("/*EXPLORE_JS*/", "explore.js")):
         page = page.replace(mark, files.joinpath(name).read_text(encoding="utf-8"))
     if data is not None:
-        inline = json.dumps(data, ensure_ascii=False).replace("</", "<\\/")  # never ends a script
-        page = page.replace("/*DATA*/null", inline)
+        page = page.replace("/*DATA*/null", json.dumps(data, ensure_ascii=False).translate(
+            IN_SCRIPT))
     return page
+
+
+# JSON inside <script>: "</script>" would end it, "<!--<script>" would make the browser read
+# on past its end, and U+2028 ends a line in older JavaScript. As escapes in JSON's strings
+# (where alone they can occur) they mean the same characters to JSON.parse and to JavaScript.
+IN_SCRIPT = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
+                           "\u2028": "\\u2028", "\u2029": "\\u2029"})
 
 
 class Page:
