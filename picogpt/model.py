@@ -13,7 +13,7 @@ import numpy as np
 
 def gelu(x: np.ndarray) -> np.ndarray:  # [...] -> [...]
     """GELU activation, in the tanh form GPT-2 was trained with."""
-    # x * x * x, not x**3: powf per element is 2-620x slower (docs/performance.md, x**3)
+    # x * x * x, not x**3: NumPy's general power is 2-620x slower (docs/performance.md, x**3)
     return 0.5 * x * (1 + np.tanh(0.7978845608028654 * (x + 0.044715 * (x * x * x))))
 
 

@@ -2,9 +2,10 @@
 
     python -m scripts.benchmarks.power
 
-NumPy has no fast path for the power 3: `x**3` calls the C library's `powf` on each element,
-whose time depends on the value (a negative base takes a much slower path here), while
-`x * x * x` is two vectorised multiplications. So the ratio is printed for standard normal
+NumPy has no shortcut for the power 3: `x**3` runs its general float32 power routine (SVML's
+vectorised `pow` on AVX-512 machines, libm's `powf` elsewhere), whose time depends on the values
+(a negative base took a much slower path here), while `x * x * x` is two vectorised
+multiplications. So the ratio is printed for standard normal
 values (half of them negative, like GELU's inputs) and for positive ones. Best of 7 repeats.
 """
 
