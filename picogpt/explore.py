@@ -9,6 +9,7 @@ the CLI's own (generate.check_settings and check_context, sampling's filters), s
 refused with the same sentence here as on the command line. No I/O: server.py serves it.
 """
 
+import codecs
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -50,10 +51,14 @@ class Session:
         return self.state()
 
     def state(self) -> dict:
-        """The text as the page shows it."""
+        """The text as the page shows it. Its box holds text, the pieces that form whole
+        characters; the bytes of those after them (part of a character) are pending."""
+        pieces = [self.encoder.decode_bytes([i]) for i in self.ids]
+        n_whole = whole_pieces(pieces)
         return {"tokens": [piece(self.encoder, i) for i in self.ids],
-                "characters": characters([self.encoder.decode_bytes([i]) for i in self.ids]),
-                "text": self.encoder.decode(self.ids), "n_tokens": len(self.ids),
+                "characters": characters(pieces),
+                "text": b"".join(pieces[:n_whole]).decode("utf-8"), "n_whole": n_whole,
+                "pending": b"".join(pieces[n_whole:]).hex(" "), "n_tokens": len(self.ids),
                 "n_ctx": self.n_ctx}
 
     def filtered(self, sampling: Sampling) -> np.ndarray:  # -> [n_vocab]
@@ -115,3 +120,18 @@ class Session:
         """The text's attention, head scores, logit lens and wpe similarity, as on --explain;
         pause is called between the logit lens's rows (see page.views)."""
         return views(list(self.ids), self.params, self.n_head, self.encoder, pause)
+
+
+def whole_pieces(pieces: list[bytes]) -> int:
+    """How many of the first pieces together are whole UTF-8 characters: the most that a text
+    box can hold without a "�" (a piece may end inside a character, or begin one that the next
+    piece never finishes)."""
+    decoder, n_whole = codecs.getincrementaldecoder("utf-8")(), 0
+    for i, data in enumerate(pieces):
+        try:
+            decoder.decode(data)
+        except UnicodeDecodeError:
+            break
+        if not decoder.getstate()[0]:  # no bytes held back: a character boundary
+            n_whole = i + 1
+    return n_whole

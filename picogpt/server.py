@@ -12,9 +12,13 @@ sites open in the browser:
 - bodies over 64 KiB are refused before they are read, and every setting is checked with the
   command line's own checks;
 - one computation runs at a time, and a request of a kind that a newer one of the same kind has
-  replaced is answered as superseded instead of computed; the inside views, the one long
+  replaced is answered as superseded instead of computed (`stop` supersedes a generation, which
+  ends before its next token); the inside views, the one long
   computation (a second on 124M), step aside between the logit lens's rows for any request
   that is waiting, and stop as superseded if that request changed the text;
+- the text has a version, and a page that sends the version it last saw is refused (409,
+  "changed") when another page has changed the text since: a second tab never silently
+  changes what the first one shows;
 - it never reads or writes a path a request names: it serves one page and the API, nothing else;
 - a bad request gets a JSON error the page shows; the server keeps answering.
 """
@@ -41,7 +45,7 @@ class Superseded(Exception):
 
 
 MAX_BODY = 64 * 1024  # bytes: a 1,024-token prompt is a few KB
-API = ("text", "next", "append", "draw", "back", "generate", "inside")
+API = ("state", "text", "next", "append", "draw", "back", "generate", "stop", "inside")
 
 
 class ExploreServer(http.server.ThreadingHTTPServer):
@@ -63,6 +67,7 @@ class ExploreServer(http.server.ThreadingHTTPServer):
         self.waiting = 0  # requests waiting for the lock
         self.counting = threading.Lock()  # guards waiting and latest
         self.latest: dict[tuple[str, str], int] = {}  # newest request number by page and kind
+        self.writers: list[str] = []  # the page that made each version of the text after the first
         self.page = fill("explore.html", {**session.model, "prompt": prompt}).encode("utf-8")
 
 
@@ -152,10 +157,23 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if not isinstance(page, str) or len(page) > 64:
             self.refuse(400, "page must be a short text")
             return
-        key = (page, kind)  # each open page (a tab) counts its own requests
+        version = body.get("version")
+        if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
+            self.refuse(400, "version must be a whole number")
+            return
+        # each open page (a tab) counts its own requests; a stop counts as its generation's
+        key = (page, "generate" if kind == "stop" else kind)
         with self.server.counting:  # not the computation's lock: a long one may hold that
             self.server.latest[key] = max(number, self.server.latest.get(key, number))
+        if kind == "stop":  # the generation sees itself superseded before its next token
+            self.answer(200, {"stopped": True})
+            return
         self.call(kind, body, number, key)
+
+    def changed_elsewhere(self, version: int | None, page: str) -> bool:
+        """Whether another page changed the text after the version this page last saw."""
+        return version is not None and any(writer != page
+                                           for writer in self.server.writers[version:])
 
     def call(self, kind: str, body: dict, number: int, key: tuple[str, str]) -> None:
         """Run one API call with the session, unless a newer one of its kind from the same
@@ -173,14 +191,22 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if stale():
                 self.answer(409, {"superseded": True})
                 return
+            if kind != "state" and self.changed_elsewhere(body.get("version"), key[0]):
+                self.answer(409, {"changed": True, "error": "another page changed the text"})
+                return
+            ids = session.ids
             try:
                 if kind == "generate":
-                    self.stream(session, body, stale)
+                    self.stream(session, body, stale, ids, key[0])
                     return
                 if kind == "inside":
                     value = session.inside(lambda: self.step_aside(session, stale))
                 else:
                     value = self.compute(session, kind, body)
+                    if session.ids != ids:
+                        self.server.writers.append(key[0])
+                    if "tokens" in value:
+                        value["version"] = len(self.server.writers)
             except Superseded:
                 self.answer(409, {"superseded": True})
                 return
@@ -211,7 +237,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def compute(self, session: Session, kind: str, body: dict) -> dict:
         """The JSON answer of one call that is neither a stream nor the inside views."""
         sampling = settings(body, session.n_vocab)  # before the text changes
-        if kind == "text":
+        if kind == "state":
+            state = session.state()
+        elif kind == "text":
             prompt = body.get("prompt", "")
             if not isinstance(prompt, str):
                 raise PicoGPTError("prompt must be a text.")
@@ -226,8 +254,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             state = {}
         return {**state, "next": session.next(sampling)}
 
-    def stream(self, session: Session, body: dict, stale) -> None:
-        """Generate: each token as a line of JSON as it is made, then the text's state."""
+    def stream(self, session: Session, body: dict, stale, ids: list[int], page: str) -> None:
+        """Generate: each token as a line of JSON as it is made, then the text's state and
+        its version."""
         n_tokens = whole_number("n_tokens", body.get("n_tokens", 10), 1)
         sampling = settings(body, session.n_vocab)
         tokens = session.generate(sampling, body.get("seed"), n_tokens, stale)
@@ -239,7 +268,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         for token in itertools.chain([first], tokens) if first else []:
             self.chunk({"token": token})
-        self.chunk({**session.state(), "next": session.next(sampling)})
+        if session.ids != ids:
+            self.server.writers.append(page)
+        self.chunk({**session.state(), "next": session.next(sampling),
+                    "version": len(self.server.writers)})
         self.wfile.write(b"0\r\n\r\n")
 
     def chunk(self, value: dict) -> None:
