@@ -10,7 +10,7 @@ const Views = (() => {
       explore_title: M => `Explore ${modelName(M, "en")}`,
       h_prompt: "Prompt",
       n_prompt: "Type or change the text: its tokens and the next token's distribution follow as you type.",
-      count: (n, ctx) => `${n} tokens of the ${ctx} the model can read`,
+      count: (n, ctx) => `${n} ${n === 1 ? "token" : "tokens"} of the ${ctx} the model can read`,
       h_next: "Next token",
       n_next: "The most likely next tokens, as the model gives them (before, grey) and after the sampler's filters (after, blue). Move a control and the distribution changes at once: no new model call. Click a candidate to append it.",
       temperature: "temperature", top_k: "top-k", top_p: "top-p", penalty: "repetition penalty",
@@ -36,6 +36,7 @@ const Views = (() => {
       scale_heads: "score: white is 0, blue is 1",
       score_previous: "previous token", score_first: "first token", score_induction: "induction",
       no_repeat: "no token of this text occurs twice, so there is no induction score",
+      one_token: "the text is one token long: there is no earlier token to score",
       head_tip: (kind, l, h, v) => `${kind}: layer ${l} head ${h}: ${v}`,
       h_lens: "Logit lens",
       n_lens: "What each layer would predict next if it were the last (ln_f and the unembedding applied to its residual stream): the top token and its probability. Early layers are a rough guide only; the last row is the model's own prediction. Hover for the top 3.",
@@ -84,6 +85,7 @@ const Views = (() => {
       scale_heads: "分数：白色为 0，蓝色为 1",
       score_previous: "前一个词元", score_first: "第一个词元", score_induction: "归纳",
       no_repeat: "这段文本中没有出现两次的词元，所以没有归纳分数",
+      one_token: "文本只有一个词元：前面没有别的词元可以打分",
       head_tip: (kind, l, h, v) => `${kind}：第 ${l} 层第 ${h} 个头：${v}`,
       h_lens: "logit 透镜（logit lens）",
       n_lens: "假如某一层就是最后一层，它会预测哪个词元：对该层的残差流施加 ln_f 和输出层之后，概率最高的词元及其概率。前几层只能作粗略参考；最后一行就是模型自己的预测。悬停可查看前 3 名。",
@@ -124,6 +126,13 @@ const Views = (() => {
     return node;
   }
   function shown(tok) { return tok.bytes ? tok.bytes : tok.text; }
+  // A piece's label: a piece that holds part of a character shows the character, then its bytes
+  function labelled(toks, characters = []) {
+    return toks.map((tok, i) => {
+      const run = tok.bytes && characters.find(r => r.start <= i && i <= r.end);
+      return run ? `${run.text} ${tok.bytes}` : shown(tok);
+    });
+  }
   function quoted(tok) { return tok.bytes ? "<" + tok.bytes + ">" : "'" + tok.text + "'"; }
 
   // Every [data-t] node's text in the current language; texts that are functions are skipped
@@ -190,7 +199,7 @@ const Views = (() => {
   // The attention heatmap of one head, the tokens on both axes, the layer's heads as small
   // pictures, and a hover that names the exact weight. A = {first, n, data (base64 float32
   // [n_layer, n_head, n, n])}; ids name the page's elements (attn, attn-x, attn-y, ...).
-  function attention(A, toks, nLayer, nHead) {
+  function attention(A, toks, nLayer, nHead, characters = []) {
     const weights = floats(A.data), n = A.n;
     const layerSelect = document.getElementById("layer"), headSelect = document.getElementById("head");
     layerSelect.replaceChildren(); headSelect.replaceChildren();
@@ -207,13 +216,16 @@ const Views = (() => {
       const tmp = el("canvas"); tmp.width = tmp.height = n; tmp.getContext("2d").putImageData(img, 0, 0);
       ctx.imageSmoothingEnabled = false; ctx.drawImage(tmp, 0, 0, n * scale, n * scale);
     }
-    const big = document.getElementById("attn"), scale = Math.max(1, Math.floor(480 / n));
+    // the picture fits the page's width beside the query labels, at most 480 px
+    const room = document.getElementById("attn-wrap").clientWidth - 120;
+    const big = document.getElementById("attn"), scale = Math.max(1, Math.floor(Math.min(480, room) / n));
     const size = Math.min(12, scale) + "px";  // a label per row (queries) and per column (keys)
+    const names = labelled(toks, characters);
     for (const [axis, long] of [["attn-x", "width"], ["attn-y", "height"]]) {
       const labels = document.getElementById(axis);
       labels.replaceChildren();
       for (let i = 0; i < n; i++) {
-        const label = el("span", {class: "label", title: `${A.first + i}`}, shown(toks[A.first + i]));
+        const label = el("span", {class: "label", title: `${A.first + i}`}, names[A.first + i]);
         label.style[long] = scale + "px";
         label.style.fontSize = label.style.lineHeight = size;
         labels.append(label);
@@ -235,6 +247,7 @@ const Views = (() => {
       document.getElementById("attn-range").textContent =
         A.first > 0 ? t("range")(A.first, A.first + n - 1, n) : "";
       document.getElementById("attn-tip").textContent = "";
+      markHead(l, h);
     }
     big.onmousemove = e => {
       // cells from the canvas's content box: its border is not part of the picture, and on a
@@ -263,7 +276,7 @@ const Views = (() => {
       const box = el("div", {class: "scores", "data-kind": kind});
       box.append(el("div", {class: "note"}, t("score_" + kind)));
       if (!S[kind]) {
-        box.append(el("div", {class: "note"}, t("no_repeat")));
+        box.append(el("div", {class: "note"}, t(kind === "induction" && S.previous ? "no_repeat" : "one_token")));
         container.append(box);
         continue;
       }
@@ -279,7 +292,12 @@ const Views = (() => {
                                title: t("head_tip")(t("score_" + kind), l, h, v.toFixed(4))}, v.toFixed(2));
           td.style.background = `rgba(53, 116, 212, ${Math.max(0, Math.min(1, v)).toFixed(3)})`;
           if (v > 0.5) td.style.color = "white";
+          td.tabIndex = 0;  // a cell is a button: Tab reaches it, Enter or Space picks it
+          td.setAttribute("role", "button");
           td.addEventListener("click", () => onPick(l, h));
+          td.addEventListener("keydown", e => {
+            if (e.key === "Enter" || e.key === " ") { e.preventDefault(); onPick(l, h); }
+          });
           tr.append(td);
         });
         table.append(tr);
@@ -287,6 +305,12 @@ const Views = (() => {
       box.append(table);
       container.append(box);
     }
+  }
+
+  // The chosen head's cell in each head-score grid is marked (aria-pressed)
+  function markHead(l, h) {
+    document.querySelectorAll("#heads td[data-layer]").forEach(td => td.setAttribute(
+      "aria-pressed", String(td.dataset.layer === String(l) && td.dataset.head === String(h))));
   }
 
   // The logit lens: one row per residual stream, one column per token
@@ -320,7 +344,7 @@ const Views = (() => {
       img.data.set([v, v, v, 255], 4 * i);
     }
     ctx.putImageData(img, 0, 0);
-    canvas.style.width = canvas.style.height = 3 * W.n + "px";
+    canvas.style.width = 3 * W.n + "px";  // the height follows: the picture is square
   }
 
   return Object.assign(api, {t, modelName, el, floats, shown, quoted, words, tokens, candidates,

@@ -1,0 +1,254 @@
+// The --explore page's script: every number comes from the server (picogpt's own functions on
+// the loaded model); this script only asks, and draws what comes back with the shared views.
+// The server's session holds the one text: the page shows it, sends the version it last saw
+// with every call, and shows the session's text again (and says so) when another tab changed it.
+"use strict";
+Object.assign(Views.TEXT.en, {
+  mode_sample: "sample", mode_greedy: "greedy",
+  note_sample: "sampling: each token is drawn at random from the blue bars (after the filters); the seed makes a draw repeatable.",
+  note_greedy: "greedy: temperature, top-k, top-p and seed have no effect; the most likely token (▶) is always taken.",
+  all: "all", stop: "stop", inside_busy: "computing the inside views …",
+  changed: "Another tab changed the text: this tab now shows the text as it is.",
+  lost: "The picogpt server is not answering (stopped?): start picogpt --explore again and open the address it prints.",
+  pending: b => `not in the box: the bytes ${b}, part of a character the next pieces may finish (back one step takes them away)`,
+  dropped: b => `Typing set the text from the box: the pending bytes ${b} were dropped.`,
+});
+Object.assign(Views.TEXT.zh, {
+  mode_sample: "采样", mode_greedy: "贪心",
+  note_sample: "采样：每个词元按蓝色条（过滤后）的概率随机抽取；随机种子让抽取可以重复。",
+  note_greedy: "贪心：温度、top-k、top-p 和随机种子都不起作用，总是取最可能的词元（▶）。",
+  all: "全部", stop: "停止", inside_busy: "正在计算内部视图……",
+  changed: "另一个标签页修改了文本：本页现在显示的是当前的文本。",
+  lost: "picogpt 服务器没有响应（已经停止？）：请重新运行 picogpt --explore，并打开它打印的地址。",
+  pending: b => `未放进文本框：字节 ${b} 是某个字符的一部分，后面的片段可能把它补全（“退回一步”可以去掉它们）`,
+  dropped: b => `输入让文本按文本框重新设置：待补全的字节 ${b} 已被丢弃。`,
+});
+const t = Views.t, $ = id => document.getElementById(id);
+const TOKEN = new URLSearchParams(location.search).get("token");
+const PAGE = Math.random().toString(36).slice(2);  // this tab's name: each tab counts its own
+const seq = {};  // the newest request number of each kind: the server drops stale ones
+const said = {};  // a message per kind of action, shown until the next action of that kind
+const ACTION = {state: "load", text: "text", next: "settings", append: "step", draw: "step",
+                back: "step", generate: "generate", stop: "generate", inside: "inside"};
+let state = null, next = null, inside = null, attention = null, version = null;
+let generating = false;
+window.pending = 0;  // requests on their way (a generation until its stream ends): tests wait
+
+function say(kind, text) {
+  said[kind] = text;
+  $("status").textContent = Object.values(said).filter(Boolean).join("\n");
+}
+async function api(kind, body = {}) {
+  const counter = kind === "stop" ? "generate" : kind;  // a stop supersedes the generation
+  const mine = seq[counter] = (seq[counter] || 0) + 1;
+  window.pending++;
+  try {
+    let response;
+    try {
+      response = await fetch("/api/" + kind, {method: "POST", headers: {
+        "Content-Type": "application/json", "X-Picogpt-Token": TOKEN,
+        "Accept-Language": Views.lang === "zh" ? "zh-CN,zh;q=0.9" : "en"},
+        body: JSON.stringify({...body, seq: mine, page: PAGE, version})});
+    } catch (error) {  // no answer at all: the server is gone
+      say("server", t("lost"));
+      return null;
+    }
+    say("server", "");
+    if (response.status === 204) return null;  // superseded: a newer request of this kind
+    const type = response.headers.get("Content-Type") || "";
+    if (response.ok && type.startsWith("application/x-ndjson")) return response;
+    const value = await response.json().catch(() => ({error: String(response.status)}));
+    if (value.superseded) return null;  // (as the server said it before answering 204)
+    if (value.changed) { await changedElsewhere(); return null; }
+    if (mine !== seq[counter]) return null;  // a newer one of this kind was sent meanwhile
+    if (!response.ok) { say(ACTION[kind], value.error || String(response.status)); return null; }
+    say(ACTION[kind], "");
+    if (value.version !== undefined) version = value.version;
+    return value;
+  } finally {
+    window.pending--;
+  }
+}
+async function changedElsewhere() {  // show the session's text as it is now, and say why
+  say("notice", t("changed"));
+  after(await api("state", settings()));
+}
+function settings() {
+  const k = Number($("top_k").value), p = Number($("top_p").value), sample = sampling();
+  return {temperature: Number($("temperature").value), top_k: sample && k > 0 ? k : null,
+          top_p: sample ? p : null, repetition_penalty: Number($("penalty").value)};
+}
+function sampling() { return $("mode-sample").checked; }
+function showKnobs() {
+  const k = Number($("top_k").value), p = Number($("top_p").value);
+  $("temperature-value").textContent = Number($("temperature").value).toFixed(2);
+  $("top_k-value").textContent = k > 0 ? String(k) : t("off");
+  $("top_p-value").textContent = p < 1 ? p.toFixed(2) : t("all");
+  $("penalty-value").textContent = Number($("penalty").value).toFixed(2);
+  $("mode-note").textContent = t(sampling() ? "note_sample" : "note_greedy");
+  document.body.classList.toggle("greedy", !sampling());
+  enable();
+}
+function enable() {  // during a generation nothing may change the text or its settings
+  for (const id of ["generate", "back", "greedy", "penalty", "n_generate", "mode-sample",
+                    "mode-greedy"]) $(id).disabled = generating;
+  for (const id of ["temperature", "top_k", "top_p", "seed", "draw"]) {
+    $(id).disabled = generating || !sampling();
+  }
+  $("prompt").readOnly = generating;
+  $("stop").disabled = !generating;
+  document.querySelectorAll("#cands button.name").forEach(b => { b.disabled = generating; });
+}
+function showState(value) {
+  if (!value) return;
+  if (value.tokens) {
+    const ids = s => s ? s.tokens.map(tok => tok.id).join(",") : null;
+    const same = ids(state) === ids(value);
+    state = value;
+    Views.tokens($("tokens"), state.tokens, state.characters, state.tokens.length, null);
+    $("count").textContent = t("count")(state.n_tokens, state.n_ctx);
+    $("pending").textContent = state.pending ? t("pending")(state.pending) : "";
+    if (!same) refreshInside();
+  }
+  if (value.next) { next = value.next; showNext(); }
+}
+function showNext() {
+  if (!next) return;
+  const token = sampling() ? null : {id: next.greedy};  // greedy: the token it takes, marked
+  Views.candidates($("cands"), {candidates: next.candidates, token}, append);
+  $("entropy").textContent = t("entropy")(next.entropy.toFixed(3));
+  enable();
+}
+let insideTimer = null, insideWanted = 0;
+function refreshInside() {  // the inside views trace the whole text: ask once typing pauses
+  clearTimeout(insideTimer);
+  const wanted = ++insideWanted;
+  busy(true);  // the views on the page are of an older text from now on
+  insideTimer = setTimeout(async () => {
+    const value = await api("inside");
+    if (wanted !== insideWanted) return;  // a newer text asks for its own
+    if (value) { inside = value; showInside(); }
+    busy(false);
+  }, 250);
+}
+function busy(on) {
+  $("inside-busy").hidden = !on;
+  document.body.classList.toggle("inside-busy", on);
+}
+function showInside() {
+  if (!inside) return;
+  const layer = $("layer").value, head = $("head").value;
+  attention = Views.attention(inside.attention, inside.tokens, inside.n_layer, inside.n_head,
+                              inside.characters);
+  Views.headScores($("heads"), inside.heads, (l, h) => {
+    attention.select(l, h);
+    $("attn").scrollIntoView({block: "center"});
+  });
+  attention.select(layer || 0, head || 0);
+  Views.lens($("lens"), inside.lens, inside.tokens);
+  Views.wpe($("wpe"), inside.wpe);
+}
+async function setText() {
+  const dropped = state && state.pending;
+  const value = await api("text", {prompt: $("prompt").value, ...settings()});
+  if (value) say("notice", dropped ? t("dropped")(dropped) : "");
+  showState(value);
+}
+function after(value) {  // a step changed the text: the box shows its whole characters
+  if (!value) return;
+  showState(value);
+  $("prompt").value = value.text;
+}
+async function step(kind, body = {}) {
+  if (generating) return;
+  say("notice", "");
+  after(await api(kind, {...body, ...settings()}));
+}
+function append(id) { return step("append", {token: id}); }
+async function generate() {
+  if (generating) return;  // a second click while the first starts: still n tokens
+  generating = true;
+  enable();
+  say("notice", "");
+  window.pending++;
+  try {
+    const response = await api("generate", {n_tokens: Number($("n_generate").value),
+                                            seed: Number($("seed").value), ...settings()});
+    if (response) await stream(response);
+  } finally {
+    generating = false;
+    window.pending--;
+    enable();
+  }
+}
+async function stream(response) {
+  const reader = response.body.getReader(), decoder = new TextDecoder();
+  let held = "", tokens = state ? state.tokens : [];
+  for (;;) {
+    let read;
+    try {
+      read = await reader.read();
+    } catch (error) {
+      say("server", t("lost"));
+      return;
+    }
+    if (read.done) break;
+    held += decoder.decode(read.value, {stream: true});
+    const lines = held.split("\n");
+    held = lines.pop();
+    for (const line of lines.filter(Boolean)) {
+      const item = JSON.parse(line);
+      if (item.token) {  // streaming: the piece joins the strip as it comes
+        tokens = [...tokens, item.token];
+        Views.tokens($("tokens"), tokens, [], tokens.length, null);
+      } else {
+        if (item.version !== undefined) version = item.version;
+        after(item);
+      }
+    }
+  }
+}
+async function look() {  // back in this tab: has another one changed the text meanwhile?
+  if (generating || document.hidden) return;
+  const seen = version, value = await api("state", settings());
+  if (value && seen !== null && value.version !== seen) {
+    say("notice", t("changed"));
+    after(value);
+  }
+}
+
+let typing = null;
+$("prompt").addEventListener("input", () => {
+  clearTimeout(typing);
+  typing = setTimeout(setText, 120);
+});
+for (const id of ["temperature", "top_k", "top_p", "penalty", "mode-sample", "mode-greedy"]) {
+  $(id).addEventListener("input", async () => {
+    showKnobs();
+    showState(await api("next", settings()));
+  });
+}
+$("greedy").addEventListener("click", () => next && append(next.greedy));
+$("draw").addEventListener("click", () => step("draw", {seed: Number($("seed").value)}));
+$("back").addEventListener("click", () => step("back"));
+$("generate").addEventListener("click", generate);
+$("stop").addEventListener("click", () => api("stop"));
+document.addEventListener("visibilitychange", look);
+window.addEventListener("focus", look);
+
+function showLanguage(which) {
+  Views.lang = which;
+  Views.words();
+  document.title = "picogpt: " + t("explore_title")(MODEL);
+  $("title").textContent = t("explore_title")(MODEL);
+  showKnobs();
+  if (state) {
+    $("count").textContent = t("count")(state.n_tokens, state.n_ctx);
+    $("pending").textContent = state.pending ? t("pending")(state.pending) : "";
+  }
+  showNext();
+  showInside();
+}
+document.querySelectorAll("#lang button").forEach(b => b.addEventListener("click", () => showLanguage(b.dataset.lang)));
+showLanguage(Views.lang);
+api("state", settings()).then(after);  // the session's text, whatever tab set it

@@ -1,0 +1,317 @@
+"""The --explore page as a learner meets it, in Chromium: in Chinese and in English, on a
+390 px phone and a 1,920 px desktop. Every control changes what it names, the page fits its
+width, the session's text is the one truth every tab shows, and the inside views say when they
+are computing. The server's own refusals are test_explore.py's."""
+
+import json
+import signal
+import subprocess
+import threading
+import time
+
+import numpy as np
+import pytest
+import test_explore
+from test_explore import PROMPT, next_logits, set_knob, slow_lens, strip_ids
+from test_load import PICOGPT
+from test_load_faults import default_sigint
+from test_model import load
+
+from picogpt import generate
+from picogpt.load import read_encoder
+from picogpt.model import softmax
+
+served = test_explore.served  # the tiny model's explore server
+LIMIT = 120  # seconds a wait may take: only a hang reaches it, never a slow machine
+SCREENS = [("en-US", 390), ("zh-CN", 390), ("en-US", 1920), ("zh-CN", 1920)]
+
+
+@pytest.fixture(params=SCREENS, ids=[f"{locale}-{width}px" for locale, width in SCREENS])
+def screen(request) -> tuple[str, int]:
+    return request.param
+
+
+@pytest.fixture
+def encoder(vocab_dir):
+    return read_encoder(vocab_dir)
+
+
+def open_page(browser, url: str, screen: tuple[str, int]):
+    """The page in a fresh context: a phone (touch, the viewport meta obeyed) below 500 px."""
+    locale, width = screen
+    phone = width < 500
+    context = browser.new_context(locale=locale, viewport={"width": width, "height": 900},
+                                  is_mobile=phone, has_touch=phone)
+    page = context.new_page()
+    page.set_default_timeout(LIMIT * 1000)
+    page.errors = []
+    page.on("pageerror", lambda error: page.errors.append(str(error)))
+    page.goto(url)
+    page.wait_for_function("document.querySelectorAll('#cands .p.after').length > 0")
+    return page
+
+
+def wait_until(happened) -> None:
+    deadline = time.monotonic() + LIMIT
+    while not happened():
+        assert time.monotonic() < deadline, f"waited {LIMIT} s for it"
+        time.sleep(0.05)
+
+
+def wait_strip(page, ids: list[int]) -> None:
+    """Until the token strip shows exactly ids and no request is on its way."""
+    page.wait_for_function("""ids => window.pending === 0 && JSON.stringify(
+        [...document.querySelectorAll('#tokens .tok .id')].map(e => Number(e.textContent)))
+        === JSON.stringify(ids)""", arg=ids)
+
+
+def wait_answered(page) -> None:
+    """Until the requests a slider sent (at once, in its input event) are answered."""
+    page.wait_for_function("window.pending === 0")
+
+
+def entropy(page) -> float:
+    return float(page.locator("#entropy").inner_text().replace("：", " ").split()[-2])
+
+
+def test_temperature_reshapes_the_after_bars_and_the_entropy_from_the_first_state(
+        served, browser, screen, tiny, encoder):
+    """Sampling is on when the page opens, over the whole distribution: the temperature alone
+    changes the after bars, the entropy and the draws; greedy is a switch that says what it
+    turns off, and marks the token it takes."""
+    page = open_page(browser, served.url, screen)
+    hparams, params = load(tiny.models_dir)
+    ids = encoder.encode(PROMPT)
+    logits = next_logits(tiny, ids).astype(np.float64)
+    seen = {}
+    for temperature in (0.5, 1.0, 1.5):
+        set_knob(page, "temperature", temperature)
+        wait_answered(page)
+        shown = [int(x) for x in page.evaluate(
+            "() => [...document.querySelectorAll('#cands .p.after')].map(e => e.dataset.id)")]
+        after = [float(x) for x in page.locator("#cands .p.after").all_inner_texts()]
+        expected = softmax(logits / temperature)
+        np.testing.assert_allclose(after, expected[shown], atol=6e-5)
+        assert entropy(page) == pytest.approx(-np.sum(expected * np.log(expected)), abs=2e-3)
+        seen[temperature] = entropy(page)
+        page.fill("#seed", "3")
+        page.click("#draw")
+        drawn = next(generate(ids, params, hparams["n_head"], 1, top_p=1.0,
+                              temperature=temperature, seed=3))
+        wait_strip(page, [*ids, drawn])  # generate's first token with that seed
+        page.click("#back")
+        wait_strip(page, ids)
+    assert seen[0.5] < seen[1.0] < seen[1.5]
+    page.check("#mode-greedy")
+    wait_answered(page)
+    note = page.locator("#mode-note").inner_text()
+    assert ("greedy" in note and "no effect" in note) or ("贪心" in note and "不起作用" in note)
+    assert page.locator("#temperature").is_disabled() and page.locator("#seed").is_disabled()
+    greedy = int(np.argmax(logits))
+    assert page.locator("#cands .name.chosen").get_attribute("data-id") == str(greedy)
+    assert page.errors == []
+
+
+def test_the_page_fits_its_width_with_each_candidates_bars_side_by_side(served, browser,
+                                                                        screen):
+    locale, width = screen
+    page = open_page(browser, served.url, screen)
+    page.wait_for_function("document.querySelectorAll('#attn-x .label').length > 0")
+    assert page.evaluate("innerWidth") == width  # a phone lays the page out at its own width
+    assert page.evaluate("document.documentElement.scrollWidth") <= width  # no sideways scroll
+    rows = page.evaluate("""() => [...document.querySelectorAll('#cands .p.after')].map(p => {
+        const a = p.previousElementSibling, pb = a.previousElementSibling;
+        const b = pb.previousElementSibling, name = b.previousElementSibling;
+        return [name, b, pb, a, p].map(e => e.getBoundingClientRect().toJSON()); })""")
+    assert len(rows) >= 10
+    for name, before, p_before, after, p_after in rows:
+        assert abs(before["top"] - after["top"]) < 3  # one row: before, then after
+        assert before["right"] <= p_before["left"] <= after["left"] <= p_after["left"]
+        assert before["width"] >= 40 and after["width"] >= 40
+        assert p_after["right"] <= width and name["right"] <= width
+    for slider in ("temperature", "top_k", "top_p", "penalty"):
+        box = page.locator(f"#{slider}-value").bounding_box()
+        assert box["width"] > 0 and box["x"] + box["width"] <= width
+    assert page.errors == []
+
+
+def test_a_new_tab_shows_the_sessions_text_and_never_silently_changes_anothers(
+        served, browser, screen, encoder):
+    first = open_page(browser, served.url, screen)
+    first.fill("#prompt", "The cat sat")
+    wait_strip(first, encoder.encode("The cat sat"))
+    second = open_page(browser, served.url, screen)  # a second tab: the text, not the CLI's
+    assert second.input_value("#prompt") == "The cat sat"
+    assert strip_ids(second) == encoder.encode("The cat sat")
+    second.reload()
+    second.wait_for_function("document.querySelectorAll('#cands .p.after').length > 0")
+    assert second.input_value("#prompt") == "The cat sat"
+    second.fill("#prompt", "Other words")
+    wait_strip(second, encoder.encode("Other words"))
+    first.locator("#cands button.name").first.click()  # on a text it no longer shows
+    wait_strip(first, encoder.encode("Other words"))  # it shows the session's text instead
+    assert first.input_value("#prompt") == "Other words"
+    assert first.locator("#status").inner_text().strip()  # and says why
+    assert served.session.ids == encoder.encode("Other words")  # the click did not land
+    assert first.errors == [] and second.errors == []
+
+
+def slow_steps(monkeypatch, seconds: float) -> None:
+    """Pace the server's generation (the tiny model makes a token in a millisecond)."""
+    import picogpt.explore
+
+    step = picogpt.explore.decode_step
+    monkeypatch.setattr(picogpt.explore, "decode_step",
+                        lambda *args: time.sleep(seconds) or step(*args))
+
+
+def test_generation_disables_what_would_desync_and_stop_ends_it(served, browser, screen,
+                                                               monkeypatch, encoder):
+    page = open_page(browser, served.url, screen)
+    slow_steps(monkeypatch, 0.1)
+    n_prompt = len(encoder.encode(PROMPT))
+    page.fill("#n_generate", "60")
+    page.click("#generate")
+    page.wait_for_function(f"document.querySelectorAll('#tokens .tok').length >= {n_prompt + 2}")
+    for control in ("#prompt", "#generate", "#back", "#greedy", "#draw", "#temperature",
+                    "#cands button.name >> nth=0"):
+        assert not page.locator(control).is_editable() if control == "#prompt" else \
+            page.locator(control).is_disabled(), control
+    page.click("#stop")
+    page.wait_for_function("!document.getElementById('generate').disabled")
+    wait_answered(page)
+    ids = served.session.ids
+    assert n_prompt + 2 <= len(ids) < n_prompt + 60
+    assert strip_ids(page) == ids and page.input_value("#prompt") == encoder.decode(ids)
+    assert page.locator("#prompt").is_editable() and page.locator("#stop").is_disabled()
+    assert page.errors == []
+
+
+def test_a_double_click_on_generate_gives_n_tokens(served, browser, screen, monkeypatch,
+                                                   encoder):
+    page = open_page(browser, served.url, screen)
+    slow_steps(monkeypatch, 0.02)
+    n_prompt = len(encoder.encode(PROMPT))
+    page.fill("#n_generate", "5")
+    page.click("#generate")  # a slow double click: the second lands once a token is out
+    page.wait_for_function(f"document.querySelectorAll('#tokens .tok').length > {n_prompt}")
+    page.click("#generate", force=True)  # at once, even on a button that says it is disabled
+    wait_until(lambda: len(served.session.ids) >= n_prompt + 5 and not served.lock.locked()
+               and strip_ids(page) == served.session.ids
+               and page.evaluate("window.pending") == 0)
+    assert len(served.session.ids) == n_prompt + 5
+    assert page.errors == []
+
+
+def test_an_error_stays_until_the_next_action_of_its_kind(served, browser, screen, encoder):
+    page = open_page(browser, served.url, screen)
+    page.fill("#prompt", "hello " * 200)  # past the tiny model's 128 positions
+    page.wait_for_function("document.getElementById('status').textContent.includes('128')")
+    set_knob(page, "temperature", 0.5)  # another kind of action, answered
+    wait_answered(page)
+    assert "128" in page.locator("#status").inner_text()
+    page.fill("#prompt", "hello")
+    wait_strip(page, encoder.encode("hello"))
+    assert "128" not in page.locator("#status").inner_text()
+    assert page.errors == []
+
+
+def test_a_lost_server_is_said_in_the_pages_language(tiny, browser, screen):
+    process = subprocess.Popen([str(PICOGPT), "hello", "--explore", "--no_browser",
+                                "--models_dir", str(tiny.models_dir)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
+    try:
+        page = open_page(browser, process.stdout.readline().strip(), screen)
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=LIMIT)
+    page.click("#greedy")
+    said = "服务器" if screen[0] == "zh-CN" else "server"
+    page.wait_for_function(f"document.getElementById('status').textContent.includes('{said}')")
+    assert "picogpt --explore" in page.locator("#status").inner_text()
+
+
+def test_stepping_back_through_chinese_keeps_the_box_whole(served, browser, screen, encoder):
+    page = open_page(browser, served.url, screen)
+    text = "语言"  # five byte pieces: e8af, ad (语) and e8, a8, 80 (言)
+    ids = encoder.encode(text)
+    page.fill("#prompt", text)
+    wait_strip(page, ids)
+    for n in range(len(ids) - 1, 0, -1):
+        page.click("#back")
+        wait_strip(page, ids[:n])
+        whole = "语" if n >= 2 else ""
+        assert page.input_value("#prompt") == whole  # no "�": the pieces past it wait outside
+        pending = page.locator("#pending").inner_text()
+        held = b"".join(encoder.decode_bytes([i]) for i in ids[len(encoder.encode(whole)):n])
+        assert held.hex(" ") in pending if held else not pending.strip()
+    page.locator("#prompt").press("End")
+    page.keyboard.type("x")  # typing sets the text from the box: the held piece is dropped
+    wait_strip(page, encoder.encode("x"))
+    assert page.locator("#status").inner_text().strip()  # and the page says so
+    assert page.errors == []
+
+
+def test_the_inside_views_say_they_are_computing(served, browser, screen, monkeypatch,
+                                                 encoder):
+    page = open_page(browser, served.url, screen)
+    page.wait_for_function("document.querySelectorAll('#attn-x .label').length > 0")
+    started = threading.Event()
+    slow_lens(monkeypatch, 0.5, started)
+    page.fill("#prompt", "The cat sat")
+    assert started.wait(LIMIT)
+    page.wait_for_selector("#inside-busy", state="visible")
+    assert float(page.evaluate("getComputedStyle(document.getElementById('heads')).opacity")) < 1
+    page.wait_for_selector("#inside-busy", state="hidden")
+    assert page.evaluate("getComputedStyle(document.getElementById('heads')).opacity") == "1"
+    assert len(page.locator("#attn-x .label").all()) == len(encoder.encode("The cat sat"))
+    assert page.errors == []
+
+
+def test_one_token_texts_the_head_cells_and_the_attention_labels(served, browser, screen,
+                                                                 encoder):
+    locale, width = screen
+    page = open_page(browser, served.url, screen)
+    page.fill("#prompt", "Hello")
+    wait_strip(page, encoder.encode("Hello"))
+    page.wait_for_function("document.querySelectorAll('#attn-x .label').length === 1")
+    count = page.locator("#count").inner_text()
+    assert count.startswith("1 个词元") if locale == "zh-CN" else count.startswith("1 token ")
+    previous = page.locator('#heads [data-kind="previous"]').inner_text()
+    assert "induction" not in previous and "归纳" not in previous  # not the induction message
+
+    text = "语言 is a word"
+    page.fill("#prompt", text)
+    ids = encoder.encode(text)
+    wait_strip(page, ids)
+    page.wait_for_function(f"document.querySelectorAll('#attn-x .label').length === {len(ids)}")
+    labels = page.locator("#attn-x .label").all_inner_texts()
+    assert "语" in labels[0] and "e8 af" in labels[0]  # the character, and this piece's bytes
+    clipped = page.evaluate("""() => [...document.querySelectorAll('#attn-x .label')].filter(
+        e => e.scrollWidth > e.clientWidth + 1 || e.scrollHeight > e.clientHeight + 1).length""")
+    assert clipped == 0
+
+    cell = page.locator('#heads [data-kind="first"] td[data-layer="1"][data-head="2"]')
+    cell.focus()
+    assert page.evaluate("document.activeElement.dataset.head") == "2"  # reachable by keyboard
+    page.keyboard.press("Enter")
+    assert page.input_value("#layer") == "1" and page.input_value("#head") == "2"
+    assert cell.get_attribute("aria-pressed") == "true"
+    marked = page.locator('#heads td[aria-pressed="true"]')
+    assert marked.count() == page.locator("#heads table").count() == 2  # one per score grid
+    assert page.errors == []
+
+
+def test_the_page_sends_its_language(served, browser, screen):
+    page = open_page(browser, served.url, screen)
+    sent = []
+    page.on("request", lambda request: sent.append(request.headers.get("accept-language", "")))
+    page.locator("#lang button[data-lang='zh']").click()
+    set_knob(page, "temperature", 0.7)
+    wait_answered(page)
+    assert sent and sent[-1].startswith("zh")
+    page.locator("#lang button[data-lang='en']").click()
+    set_knob(page, "temperature", 0.8)
+    wait_answered(page)
+    assert sent[-1].startswith("en")
+    assert json.dumps(page.errors) == "[]"
