@@ -189,9 +189,9 @@ def explore_model(prompt: str = "", port: int | None = None, no_browser: bool = 
     """
     if port is not None:
         whole_number("port", port, 1, 65535, "or leave it unset for a free one")
-    import threading  # here, not at the top: generating (the common start) never needs them
-    import webbrowser
+    from contextlib import nullcontext  # here, not at the top: generating never needs them
 
+    from .browser import browser_opened
     from .explore import Session
     from .server import ExploreServer
 
@@ -201,10 +201,9 @@ def explore_model(prompt: str = "", port: int | None = None, no_browser: bool = 
     server = ExploreServer(session, port or 0, text)
     print(f"picogpt: exploring {model['where']} at {server.url}", file=sys.stderr)
     print(server.url, flush=True)
-    if not no_browser:
-        threading.Thread(target=webbrowser.open, args=(server.url,), daemon=True).start()
     try:
-        server.serve_forever(0.2)
+        with nullcontext() if no_browser else browser_opened(server.url):
+            server.serve_forever(0.2)
     except KeyboardInterrupt:
         raise KeyboardInterrupt("the explore server stopped.") from None
     finally:

@@ -40,8 +40,18 @@ class Session:
 
     def set_text(self, prompt: str) -> dict:
         """Make prompt the text, fed as generation feeds a prompt (encoder.prompt_ids)."""
+        return self.set_ids(self.prompt_ids(prompt))
+
+    def prompt_ids(self, prompt: str) -> list[int]:
+        """The ids a prompt is fed as, checked to fit in the context. It touches no state, so
+        a server can tokenize one request while another computes."""
         ids = self.encoder.prompt_ids(prompt)
         check_context(len(ids), 0, self.n_ctx)
+        return ids
+
+    def set_ids(self, ids: list[int]) -> dict:
+        """Make ids (from prompt_ids) the text: the model runs only the positions after the
+        part that stayed the same."""
         same = next((i for i, (a, b) in enumerate(zip(self.ids, ids)) if a != b),
                     min(len(self.ids), len(ids)))
         same = min(same, len(ids) - 1)  # the last position runs again: its logits are needed

@@ -8,9 +8,14 @@ sites open in the browser:
   Origin, when there is one, that is that address (so a page of another site, or a name
   rebound to 127.0.0.1, gets nothing);
 - every request needs the per-run secret of the printed address (`?token=` for the page, the
-  X-Picogpt-Token header for the API);
-- bodies over 64 KiB are refused before they are read, and every setting is checked with the
-  command line's own checks;
+  X-Picogpt-Token header for the API); browser.py opens the page without putting the
+  secret on a command line;
+- gate.py checks each request before the session sees it: bodies over 64 KiB are refused
+  unread, prompts are capped before they are tokenized (outside the lock), and every setting
+  is checked with the command line's own checks; a refusal is said in the page's language
+  and closes the connection, so a body it left unread is never read as a request;
+- a silent connection is closed after `idle` seconds, 64 may wait to be accepted, and a
+  client that leaves (a closed tab) is let go without a word;
 - one computation runs at a time, and a request of a kind that a newer one of the same kind has
   replaced is answered as superseded instead of computed (`stop` supersedes a generation, which
   ends before its next token); the inside views, the one long
@@ -27,24 +32,24 @@ import http.server
 import itertools
 import json
 import secrets
+import sys
 import threading
 import time
 import traceback
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import urlparse
 
+from . import gate
 from .checks import whole_number
 from .errors import PicoGPTError
 from .explore import Session
-from .generate import check_settings
+from .gate import settings
 from .page import fill
-from .sampling import Sampling
 
 
 class Superseded(Exception):
     """A computation whose answer a newer request has made useless."""
 
 
-MAX_BODY = 64 * 1024  # bytes: a 1,024-token prompt is a few KB
 API = ("state", "text", "next", "append", "draw", "back", "generate", "stop", "inside")
 
 
@@ -52,6 +57,8 @@ class ExploreServer(http.server.ThreadingHTTPServer):
     """The server, its session, its secret and its address."""
 
     daemon_threads = True
+    request_queue_size = 64  # connections the kernel holds until they are accepted (5 by default)
+    idle = 60  # seconds a connection may stay silent before it is closed: each holds a thread
 
     def __init__(self, session: Session, port: int, prompt: str = ""):
         try:
@@ -70,13 +77,10 @@ class ExploreServer(http.server.ThreadingHTTPServer):
         self.writers: list[str] = []  # the page that made each version of the text after the first
         self.page = fill("explore.html", {**session.model, "prompt": prompt}).encode("utf-8")
 
-
-def settings(body: dict, n_vocab: int) -> Sampling:
-    """The sampler a request asks for, checked as the command line checks it."""
-    sampling = Sampling(body.get("top_k"), body.get("top_p"), body.get("temperature", 1.0),
-                        body.get("repetition_penalty", 1.0))
-    check_settings(0, sampling, None, None, n_vocab)
-    return sampling
+    def handle_error(self, request, client_address) -> None:
+        """A client that left (a closed tab) or went silent is no bug: nothing is printed."""
+        if not isinstance(sys.exc_info()[1], ConnectionError | TimeoutError):
+            super().handle_error(request, client_address)
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -88,38 +92,46 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, format, *args) -> None:  # the terminal shows the address, not a log
         pass
 
-    def refuse(self, status: int, message: str) -> None:
-        self.answer(status, {"error": message})
+    def setup(self) -> None:
+        self.timeout = self.server.idle  # the socket's: reading from a silent client ends
+        super().setup()
 
-    def answer(self, status: int, value: dict | None = None, body: bytes | None = None,
+    def refuse(self, status: int, message: str) -> None:
+        """An error answer, in the page's language (gate.words)."""
+        language = gate.language(self.headers.get("Accept-Language"))
+        self.answer(status, {"error": gate.words(message, language)})
+
+    def answer(self, status: int, value: dict | None = None, body: bytes = b"",
                kind: str = "application/json") -> None:
-        data = body if body is not None else json.dumps(value, ensure_ascii=False).encode()
+        """value as strict JSON (no NaN: JSON.parse refuses it), or body as kind."""
+        data = body if value is None else json.dumps(value, ensure_ascii=False,
+                                                     allow_nan=False).encode()
         self.send_response(status)
-        self.send_header("Content-Type", kind + "; charset=utf-8")
-        self.send_header("Content-Length", str(len(data)))
+        if status >= 400:  # a refusal may leave a body unread: it must not be a next request
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        if status != 204:  # 204 (superseded, the icon) has no body
+            self.send_header("Content-Type", kind + "; charset=utf-8")
+            self.send_header("Content-Length", str(len(data)))
         self.send_header("Cache-Control", "no-store")
         self.send_header("X-Content-Type-Options", "nosniff")
         self.end_headers()
         self.wfile.write(data)
 
     def allowed(self) -> bool:
-        """Host, Origin and secret as the module says; refused with 403 otherwise."""
-        origin = self.headers.get("Origin")
-        if self.headers.get("Host") != self.server.host:
-            self.refuse(403, "this server answers only at the address it printed")
-            return False
-        if origin is not None and origin != f"http://{self.server.host}":
-            self.refuse(403, "requests from other sites' pages are refused")
-            return False
-        url = urlparse(self.path)
-        token = (parse_qs(url.query).get("token", [None])[0] if self.command == "GET"
-                 else self.headers.get("X-Picogpt-Token"))
-        if token is None or not secrets.compare_digest(token, self.server.secret):
-            self.refuse(403, "the secret is missing or wrong: open the address picogpt printed")
+        """Host, Origin and secret as the module says (gate.allowed); 403 otherwise."""
+        try:
+            gate.allowed(self.headers, self.command, self.path, self.server.host,
+                         self.server.secret)
+        except gate.Refused as e:
+            self.refuse(e.status, str(e))
             return False
         return True
 
     def do_GET(self) -> None:
+        if urlparse(self.path).path == "/favicon.ico":  # asked for by the browser on its own
+            self.answer(204)
+            return
         if not self.allowed():
             return
         if urlparse(self.path).path != "/":
@@ -135,20 +147,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.refuse(404, f"no such call; the page calls {', '.join(API)}")
             return
         try:
-            length = int(self.headers.get("Content-Length", ""))
-        except ValueError:
-            self.refuse(411, "a request body needs its length")
-            return
-        if not 0 <= length <= MAX_BODY:
-            self.refuse(413, f"a request body may hold up to {MAX_BODY // 1024} KiB")
-            self.close_connection = True  # its body is never read
-            return
-        try:
-            body = json.loads(self.rfile.read(length) or b"{}")
-            if not isinstance(body, dict):
-                raise ValueError
-        except ValueError:
-            self.refuse(400, "the request body is not a JSON object")
+            body = gate.body(self.headers.get("Content-Length"), self.rfile)
+        except gate.Refused as e:
+            self.refuse(e.status, str(e))
             return
         number, page = body.get("seq", 0), body.get("page", "")
         if not isinstance(number, int) or isinstance(number, bool):
@@ -178,18 +179,25 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def call(self, kind: str, body: dict, number: int, key: tuple[str, str]) -> None:
         """Run one API call with the session, unless a newer one of its kind from the same
         page came first."""
-        session = self.server.session
+        session, prompt_ids = self.server.session, None
 
         def stale() -> bool:
             return self.server.latest.get(key, number) > number
 
+        if kind == "text":  # tokenized before the lock: a long word's BPE holds up no one
+            try:
+                prompt = gate.prompt(body.get("prompt", ""), session.n_ctx)
+                prompt_ids = session.prompt_ids(prompt)
+            except (gate.Refused, PicoGPTError) as e:
+                self.refuse(getattr(e, "status", 400), str(e))
+                return
         with self.server.counting:
             self.server.waiting += 1
         with self.server.lock:
             with self.server.counting:
                 self.server.waiting -= 1
             if stale():
-                self.answer(409, {"superseded": True})
+                self.answer(204)
                 return
             if kind != "state" and self.changed_elsewhere(body.get("version"), key[0]):
                 self.answer(409, {"changed": True, "error": "another page changed the text"})
@@ -202,17 +210,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 if kind == "inside":
                     value = session.inside(lambda: self.step_aside(session, stale))
                 else:
-                    value = self.compute(session, kind, body)
+                    value = self.compute(session, kind, body, prompt_ids)
                     if session.ids != ids:
                         self.server.writers.append(key[0])
                     if "tokens" in value:
                         value["version"] = len(self.server.writers)
             except Superseded:
-                self.answer(409, {"superseded": True})
+                self.answer(204)
                 return
             except PicoGPTError as e:
                 self.refuse(400, str(e))
                 return
+            except (ConnectionError, TimeoutError):  # the client left: handle_error lets it go
+                raise
             except Exception as e:  # a bug: said on the page and in the terminal, served on
                 traceback.print_exc()
                 self.refuse(500, f"picogpt hit a bug ({e!r}); the terminal has the details.")
@@ -234,16 +244,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if stale() or session.ids != ids:
             raise Superseded
 
-    def compute(self, session: Session, kind: str, body: dict) -> dict:
-        """The JSON answer of one call that is neither a stream nor the inside views."""
+    def compute(self, session: Session, kind: str, body: dict,
+                prompt_ids: list[int] | None) -> dict:
+        """The JSON answer of one call that is neither a stream nor the inside views (the
+        text's ids come tokenized)."""
         sampling = settings(body, session.n_vocab)  # before the text changes
         if kind == "state":
             state = session.state()
         elif kind == "text":
-            prompt = body.get("prompt", "")
-            if not isinstance(prompt, str):
-                raise PicoGPTError("prompt must be a text.")
-            state = session.set_text(prompt)
+            state = session.set_ids(prompt_ids)
         elif kind == "append":
             state = session.append(body.get("token"))
         elif kind == "draw":
@@ -275,6 +284,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(b"0\r\n\r\n")
 
     def chunk(self, value: dict) -> None:
-        data = json.dumps(value, ensure_ascii=False).encode() + b"\n"
+        data = json.dumps(value, ensure_ascii=False, allow_nan=False).encode() + b"\n"
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
+

@@ -1,0 +1,367 @@
+"""The explore server as hostile clients meet it: odd secrets, bodies and settings, long prompts,
+idle and crowding connections, smuggled requests, clients that leave, the browser's command
+line, and data that would break out of the page's script. Every refusal is a 4xx with a
+one-line JSON error (or a valid JSON answer), the server goes on answering, and nothing reaches
+stderr."""
+
+import json
+import os
+import select
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import LIMIT, wait_until
+from test_explore import PROMPT, request
+from test_load import PICOGPT
+from test_load_faults import default_sigint
+
+from picogpt.explore import Session
+from picogpt.load import load_encoder_hparams_and_params
+from picogpt.server import ExploreServer
+
+
+def start_server(tiny, prompt: str = PROMPT, serve: bool = True) -> ExploreServer:
+    encoder, hparams, params = load_encoder_hparams_and_params("124M", str(tiny.models_dir))
+    model = {"name": "124M", "kind": "released", "where": str(tiny.model_dir),
+             **{key: hparams[key] for key in ("n_layer", "n_head", "n_embd")}}
+    server = ExploreServer(Session(encoder, hparams, params, model), 0, prompt)
+    if serve:
+        serving(server)
+    return server
+
+
+def serving(server: ExploreServer) -> None:
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+
+
+@pytest.fixture
+def served(tiny, capfd):
+    """A server on the tiny model in this process; after the test, its stderr must be clean."""
+    server = start_server(tiny)
+    yield server
+    server.shutdown()
+    server.server_close()
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def strict(data: bytes):
+    """JSON as the page's JSON.parse reads it: NaN and Infinity are not JSON."""
+    def refuse(name):
+        raise ValueError(f"{name} is not JSON")
+    return json.loads(data, parse_constant=refuse)
+
+
+WAIT = 30  # seconds a raw read waits for the server to answer or close: only a hang reaches it
+
+
+def raw(server, data: bytes) -> bytes:
+    """Send bytes on a fresh connection and read until the server closes it."""
+    with socket.create_connection(("127.0.0.1", server.server_port), timeout=WAIT) as sock:
+        sock.sendall(data)
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    return received
+
+
+def post(server, path: str, body: bytes, headers: dict | None = None) -> bytes:
+    """A POST as raw bytes, with the page's own headers unless told otherwise."""
+    sent = {"Host": server.host, "X-Picogpt-Token": server.secret,
+            "Content-Type": "application/json", "Content-Length": str(len(body)),
+            **(headers or {})}
+    head = "".join(f"{name}: {value}\r\n" for name, value in sent.items() if value is not None)
+    return f"POST {path} HTTP/1.1\r\n{head}\r\n".encode("latin-1") + body
+
+
+def still_answering(server) -> None:
+    status, value = request(server, path="/api/text", body=json.dumps({"prompt": "hi"}).encode())
+    assert status == 200 and value["n_tokens"] == 1
+
+
+@pytest.mark.parametrize("how", ["query", "header"])
+def test_a_secret_that_is_not_ascii_is_a_403(served, how):
+    if how == "query":
+        data = f"GET /?token=%C3%A9 HTTP/1.1\r\nHost: {served.host}\r\n\r\n".encode()
+    else:
+        data = post(served, "/api/next", b"{}", {"X-Picogpt-Token": "\xe9"})
+    answer = raw(served, data)
+    assert answer.startswith(b"HTTP/1.1 403 "), answer[:200]
+    assert b"secret" in answer
+    still_answering(served)
+
+
+@pytest.mark.parametrize("body, says", [
+    (b"[" * 50_000, "not a JSON object"),
+    (b'{"prompt": "ab\\ud800cd"}', "not text"),
+    (b'{"prompt": "\\udfff"}', "not text"),
+])
+def test_bodies_that_break_the_json_reader_or_the_encoder_are_400s(served, body, says):
+    status, value = request(served, path="/api/text", body=body)
+    assert status == 400 and says in value["error"], value
+    still_answering(served)
+
+
+def test_settings_that_would_put_nan_in_the_answer_are_refused_and_answers_are_strict(served):
+    """Settings that overflow float32 are refused with valid JSON; the most extreme settings the
+    checks allow still give finite numbers."""
+    for settings in ({"repetition_penalty": 1e-300}, {"temperature": 1e-300, "top_k": 5},
+                     {"temperature": 1e-300, "top_p": 0.9, "repetition_penalty": 1e-40},
+                     {"temperature": 1e300, "top_k": 5, "repetition_penalty": 1e300}):
+        head, _, body = raw(served, post(served, "/api/next", json.dumps(settings).encode(),
+                                         {"Connection": "close"})).partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400 "), (settings, head, body[:300])
+        assert strict(body)["error"].startswith(tuple(f"{name}=" for name in settings))
+    for settings in ({"temperature": 1e-6, "top_k": 50, "repetition_penalty": 1e-6},
+                     {"temperature": 1e6, "top_p": 1.0, "repetition_penalty": 1e6}):
+        head, _, body = raw(served, post(served, "/api/next", json.dumps(settings).encode(),
+                                         {"Connection": "close"})).partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 "), head
+        assert strict(body)["next"]["candidates"]
+
+
+def test_a_prompt_past_the_cap_is_refused_before_it_is_tokenized(served, monkeypatch):
+    encoded = []
+    real = served.session.encoder.prompt_ids
+    monkeypatch.setattr(served.session.encoder, "prompt_ids",
+                        lambda text: encoded.append(len(text)) or real(text))
+    n_chars = 8 * served.session.n_ctx + 1  # the tiny model's context: 128 positions
+    status, value = request(served, path="/api/text",
+                            body=json.dumps({"prompt": "a" * n_chars}).encode())
+    assert status == 400 and f"{n_chars} characters" in value["error"], value
+    assert encoded == []
+    status, value = request(served, path="/api/text",
+                            body=json.dumps({"prompt": "a" * (n_chars - 1)}).encode())
+    assert encoded == [n_chars - 1]  # at the cap: tokenized, then too many tokens
+    assert status == 400 and "limit of 128" in value["error"]
+
+
+def test_tokenizing_a_long_prompt_holds_up_no_other_request(served, monkeypatch):
+    """While one prompt is being tokenized (held here until the test lets it go), another
+    request is answered."""
+    tokenizing, release = threading.Event(), threading.Event()
+    real = served.session.encoder.prompt_ids
+
+    def slow(text):
+        tokenizing.set()
+        assert release.wait(LIMIT)
+        return real(text)
+
+    monkeypatch.setattr(served.session.encoder, "prompt_ids", slow)
+    answers = []
+    edit = threading.Thread(target=lambda: answers.append(request(
+        served, path="/api/text", body=json.dumps({"prompt": "Alan Turing"}).encode())))
+    edit.start()
+    try:
+        assert tokenizing.wait(LIMIT)
+        status, value = request(served, path="/api/next", body=b'{"temperature": 0.5}')
+        assert status == 200 and value["next"]["candidates"]
+        assert not answers  # the edit is still being tokenized
+    finally:
+        release.set()
+        edit.join(LIMIT)
+    assert answers[0][0] == 200 and answers[0][1]["text"] == "Alan Turing"
+
+
+def test_an_idle_connection_is_closed_by_the_server(served):
+    assert 0 < ExploreServer.idle <= 120  # seconds: a held socket does not hold a thread long
+    served.idle = 0.5  # small for the test
+    with socket.create_connection(("127.0.0.1", served.server_port), timeout=WAIT) as sock:
+        assert sock.recv(1024) == b""  # closed by the server, with nothing said
+    with socket.create_connection(("127.0.0.1", served.server_port), timeout=WAIT) as sock:
+        sock.sendall(post(served, "/api/next", b"{}")[:-2])  # a body it never finishes
+        assert sock.recv(1024) == b""
+    still_answering(served)
+
+
+def test_64_requests_at_once_are_all_answered(tiny, capfd):
+    """64 connections arrive at once while the server is not accepting yet: the kernel's listen
+    queue must hold them all (with the default backlog of 5, the 7th connection's SYN is dropped
+    until the server accepts). Once it serves, each is answered."""
+    server = start_server(tiny, serve=False)
+    sockets = [socket.socket() for _ in range(64)]
+    try:
+        for sock in sockets:
+            sock.setblocking(False)
+            sock.connect_ex(("127.0.0.1", server.server_port))
+        connecting, deadline = set(sockets), time.monotonic() + WAIT
+        while connecting and time.monotonic() < deadline:
+            _, connected, _ = select.select([], list(connecting), [], 1)
+            connecting -= set(connected)
+        assert not connecting, f"{len(connecting)} of 64 connections were not taken"
+        for sock in sockets:
+            sock.setblocking(True)
+            sock.settimeout(WAIT)
+            sock.sendall(post(server, "/api/next", b"{}", {"Connection": "close"}))
+        serving(server)
+        for sock in sockets:
+            received = b""
+            while chunk := sock.recv(65536):
+                received += chunk
+            assert received.startswith(b"HTTP/1.1 200 ")
+        server.shutdown()
+    finally:
+        for sock in sockets:
+            sock.close()
+        server.server_close()
+    assert "Traceback" not in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("how", ["wrong_secret", "no_such_call", "bad_settings"])
+def test_a_refusal_closes_the_connection_so_its_body_is_never_a_second_request(served, how):
+    smuggled = f"GET /?token={served.secret} HTTP/1.1\r\nHost: {served.host}\r\n\r\n".encode()
+    path, headers = {"wrong_secret": ("/api/next", {"X-Picogpt-Token": "nope"}),
+                     "no_such_call": ("/api/nothing", {}),
+                     "bad_settings": ("/api/next", {})}[how]
+    body = b'{"top_k": 0}' if how == "bad_settings" else smuggled
+    data = post(served, path, body, headers)
+    if how == "bad_settings":
+        data += smuggled  # a second request on the same connection, after a 400
+    answer = raw(served, data)
+    assert answer.count(b"HTTP/1.1 ") == 1, answer[:300]
+    assert b"\r\nConnection: close\r\n" in answer
+    assert answer.split(b" ", 2)[1] in (b"400", b"403", b"404")
+
+
+def test_a_client_that_leaves_mid_generation_leaves_nothing_on_stderr(served, monkeypatch,
+                                                                     capfd):
+    session, first, left, done = served.session, threading.Event(), threading.Event(), \
+        threading.Event()
+    real_generate, real_shutdown = session.generate, served.shutdown_request
+
+    def generate(*args, **kwargs):
+        for i, token in enumerate(real_generate(*args, **kwargs)):
+            yield token
+            if i == 0:
+                first.set()
+                assert left.wait(LIMIT)
+
+    monkeypatch.setattr(session, "generate", generate)
+    monkeypatch.setattr(served, "shutdown_request", lambda r: (real_shutdown(r), done.set()))
+    with socket.create_connection(("127.0.0.1", served.server_port), timeout=LIMIT) as sock:
+        sock.sendall(post(served, "/api/generate", b'{"n_tokens": 100}'))
+        assert first.wait(LIMIT)
+        sock.recv(1)  # the answer has started
+    left.set()
+    assert done.wait(LIMIT)
+    assert "Traceback" not in capfd.readouterr().err
+    still_answering(served)
+
+
+def test_favicon_is_a_quiet_204_and_a_superseded_call_is_a_204(served):
+    answer = raw(served, f"GET /favicon.ico HTTP/1.1\r\nHost: {served.host}\r\n"
+                         f"Connection: close\r\n\r\n".encode())
+    assert answer.startswith(b"HTTP/1.1 204 "), answer[:200]
+    request(served, path="/api/next", body=b'{"seq": 5, "page": "a"}')
+    answer = raw(served, post(served, "/api/next", b'{"seq": 3, "page": "a"}',
+                              {"Connection": "close"}))
+    assert answer.startswith(b"HTTP/1.1 204 "), answer[:200]
+    assert answer.endswith(b"\r\n\r\n")  # no body
+
+
+@pytest.mark.parametrize("language, says", [
+    ("zh-CN,zh;q=0.9,en;q=0.8", "超出了模型"),
+    ("en-US,en;q=0.9", "passes the model's limit of 128"),
+])
+def test_errors_come_in_the_pages_language(served, language, says):
+    status, value = request(served, path="/api/text", headers={"Accept-Language": language},
+                            body=json.dumps({"prompt": "hello " * 150}).encode())
+    assert status == 400 and says in value["error"], value
+    assert "GPT-2" not in value["error"]
+    if language.startswith("zh"):
+        request(served, path="/api/text", body=json.dumps({"prompt": "hi"}).encode())
+        status, value = request(served, path="/api/back", body=b"{}",
+                                headers={"Accept-Language": language})
+        assert status == 400 and "词元" in value["error"], value
+        status, value = request(served, path="/api/next", body=b'{"top_k": 0}',
+                                headers={"Accept-Language": language})
+        assert status == 400 and "top_k=0" in value["error"] and "整数" in value["error"]
+        status, value = request(served, path="/api/next", body=b"{}",
+                                headers={"Accept-Language": language, "X-Picogpt-Token": "x"})
+        assert status == 403 and "密钥" in value["error"], value
+
+
+REDIRECT_RECORDER = """import os, stat, sys
+path = sys.argv[1].removeprefix("file://")
+with open(os.environ["RECORD"] + ".part", "w") as f:
+    f.write(repr({"argv": sys.argv[1:], "text": open(path).read(),
+                  "file": stat.S_IMODE(os.stat(path).st_mode),
+                  "dir": stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode)}))
+os.replace(os.environ["RECORD"] + ".part", os.environ["RECORD"])
+"""
+
+
+def test_the_browser_is_opened_on_a_private_file_not_on_the_secret(tiny, tmp_path, browser):
+    """The secret never reaches another process's command line: the browser gets a redirect
+    file only its user can read, which leads to the address (as Jupyter does)."""
+    recorder, record = tmp_path / "browser.py", tmp_path / "record"
+    recorder.write_text(REDIRECT_RECORDER)
+    env = {**os.environ, "BROWSER": f"{sys.executable} {recorder} %s", "RECORD": str(record)}
+    process = subprocess.Popen([str(PICOGPT), "hello", "--explore", "--models_dir",
+                                str(tiny.models_dir)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=env,
+                               preexec_fn=default_sigint)
+    try:
+        url = process.stdout.readline().strip()
+        secret = url.split("token=")[1]
+        wait_until(record.exists, process)
+        seen = eval(record.read_text())
+        assert secret not in " ".join(seen["argv"])
+        assert url in seen["text"]
+        assert seen["file"] == stat.S_IRUSR | stat.S_IWUSR and seen["dir"] == stat.S_IRWXU
+        redirect = Path(seen["argv"][0].removeprefix("file://"))
+        page = browser.new_page()
+        page.goto(redirect.as_uri())
+        page.wait_for_url(url, timeout=LIMIT * 1000)
+        page.close()
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=LIMIT)
+    assert process.returncode == 130 and "Traceback" not in stderr
+    assert not redirect.exists()  # removed when the server stops
+
+
+HOSTILE = ["<!--<script>", "</script><script>alert(1)</script>", "a\u2028b\u2029c <!-- -->"]
+
+
+@pytest.mark.parametrize("prompt", HOSTILE)
+def test_a_hostile_prompt_renders_on_the_explore_page(tiny, browser, prompt):
+    server = start_server(tiny, prompt)
+    try:
+        page = browser.new_page()
+        errors = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.on("dialog", lambda dialog: errors.append(dialog.message) or dialog.dismiss())
+        page.goto(server.url)
+        page.wait_for_function("document.querySelectorAll('#cands .p.after').length > 0",
+                               timeout=LIMIT * 1000)
+        assert page.input_value("#prompt") == prompt and errors == []
+        page.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("prompt", HOSTILE)
+def test_a_hostile_prompt_renders_on_the_explain_page(tiny, browser, prompt):
+    from picogpt.page import explain
+
+    encoder, hparams, params = load_encoder_hparams_and_params("124M", str(tiny.models_dir))
+    html = explain(prompt, encoder, hparams, params, n_tokens=2).html
+    page = browser.new_page()
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("dialog", lambda dialog: errors.append(dialog.message) or dialog.dismiss())
+    page.set_content(html)
+    n_tokens = len(encoder.prompt_ids(prompt)) + 2
+    page.wait_for_function(f"document.querySelectorAll('#tokens .tok').length === {n_tokens}",
+                           timeout=LIMIT * 1000)
+    inlined = page.evaluate("() => DATA.tokens.slice(0, DATA.n_prompt).map(t => t.id)")
+    assert inlined == encoder.prompt_ids(prompt) and errors == []
+    page.close()
