@@ -1,8 +1,9 @@
 """picogpt: GPT-2 inference in pure NumPy.
 
 The model's functions (`picogpt.model`), the two loaders (OpenAI's checkpoint, a Hugging Face
-folder), the three ways to generate, `score` and `trace` are importable from here, so a learner
-can write `from picogpt import gpt2, generate`.
+folder), the two tokenizers (GPT-2's BPE `Encoder`, BERT's `WordPiece`), the three ways to
+generate, `score` and `trace` are importable from here, so a learner can write
+`from picogpt import gpt2, generate`.
 """
 
 from .encoder import Encoder
@@ -13,7 +14,9 @@ from .inside import trace
 from .load import load_encoder_hparams_and_params
 from .model import attention, ffn, gelu, gpt2, layer_norm, linear, mha, softmax, transformer_block
 from .score import score
+from .wordpiece import WordPiece
 
-__all__ = ["Encoder", "PicoGPTError", "attention", "ffn", "gelu", "generate", "generate_samples",
-           "generate_steps", "gpt2", "layer_norm", "linear", "load_encoder_hparams_and_params",
-           "load_hf", "mha", "score", "softmax", "trace", "transformer_block"]
+__all__ = ["Encoder", "PicoGPTError", "WordPiece", "attention", "ffn", "gelu", "generate",
+           "generate_samples", "generate_steps", "gpt2", "layer_norm", "linear",
+           "load_encoder_hparams_and_params", "load_hf", "mha", "score", "softmax", "trace",
+           "transformer_block"]

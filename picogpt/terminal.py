@@ -27,9 +27,14 @@ def stream_text(ids: Iterable[int], encoder: Encoder, stop: str | None = None) -
     of `stop` waits until the next tokens show whether it is.
     """
     utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    held = ""
+    held, previous = "", []
     for next_id in ids:
-        held += utf8.decode(encoder.decode_bytes([next_id]))
+        # what this token adds to the text: WordPiece's space before a token depends on the
+        # token before it, so take the text of both less the text of the first (for BPE, the
+        # token's own bytes)
+        before = encoder.decode_bytes(previous)
+        held += utf8.decode(encoder.decode_bytes([*previous, next_id])[len(before) :])
+        previous = [next_id]
         if stop and stop in held:
             yield held[: held.index(stop)]
             return

@@ -14,11 +14,19 @@ from pathlib import Path
 from .encoder import SPECIAL, Encoder
 from .errors import PicoGPTError
 from .store import read_json
+from .wordpiece import WordPiece
 
 N_VOCAB, N_MERGES = 50257, 50000  # what GPT-2's encoder.json and vocab.bpe hold
 END_OF_TEXT_ID = 50256  # where GPT-2's table puts <|endoftext|>
 BPE_FILES = (("encoder.json", "vocab.bpe"), ("vocab.json", "merges.txt"))  # OpenAI's, HF's
 WORDPIECE_FILES = ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
+# what WordPiece takes from those two JSON files: each setting's types (None: the default), as
+# the error names them
+FLAG, TOKEN = ((bool,), "true or false"), ((str, type(None)), "a string")
+SETTINGS = {"do_lower_case": FLAG, "tokenize_chinese_chars": FLAG, "do_basic_tokenize": FLAG,
+            "strip_accents": ((bool, type(None)), "true, false or null"),
+            "never_split": ((list, type(None)), "a list of strings or null"),
+            **{f"{name}_token": TOKEN for name in ("cls", "sep", "unk", "pad", "mask")}}
 
 
 def read_vocab(folder: Path, fix: str, gpt2: bool = False):
@@ -83,7 +91,48 @@ def read_bpe(tokens_file: Path, merges_file: Path, sizes: tuple[int, int] | None
     return Encoder(table, merges)
 
 
-def read_wordpiece(folder: Path, fix: str):
+def read_wordpiece(folder: Path, fix: str) -> WordPiece:
     """A WordPiece vocabulary: vocab.txt (one token a line; its line number is its id) and the
-    settings of tokenizer_config.json and special_tokens_map.json where they exist."""
-    raise NotImplementedError("WordPiece vocabularies are being added (issue 33)")
+    settings of tokenizer_config.json and special_tokens_map.json where they exist, defaulting
+    as BertTokenizer's. fix is what the error says to do."""
+    path = folder / WORDPIECE_FILES[0]
+    try:  # universal newlines, as transformers' load_vocab reads it: \r\n ends a line too
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) else "it is not UTF-8 text"
+        raise PicoGPTError(f"cannot read {path} ({reason}); {fix}.") from None
+    tokens = text.split("\n")
+    if tokens[-1] == "":  # the newline that ends the last line starts no token
+        tokens.pop()
+    settings = {}
+    for name in WORDPIECE_FILES[1:]:
+        settings.update(wordpiece_settings(folder / name, fix))
+    if settings.pop("do_basic_tokenize", True) is not True:
+        raise PicoGPTError(f"{folder / WORDPIECE_FILES[1]} turns off BERT's basic tokenization "
+                           f"(do_basic_tokenize), which picogpt's WordPiece always runs; {fix}.")
+    try:
+        return WordPiece(tokens, **settings)
+    except PicoGPTError as e:
+        raise PicoGPTError(f"{path}: {e}; {fix}.") from None
+
+
+def wordpiece_settings(path: Path, fix: str) -> dict:
+    """The settings WordPiece takes from one tokenizer JSON file ({} if it is absent), checked.
+    A special token is a string, or an object whose "content" is one (as transformers saves)."""
+    if not path.is_file():
+        return {}
+    config = read_json(path)
+    if not isinstance(config, dict):
+        raise PicoGPTError(f"{path} is not a JSON object of tokenizer settings; {fix}.")
+    settings = {}
+    for name, (kinds, wanted) in SETTINGS.items():
+        value = config.get(name)
+        if isinstance(value, dict) and name.endswith("_token"):
+            value = value.get("content")
+        if name in config and not isinstance(value, kinds) or (
+                isinstance(value, list) and not all(isinstance(word, str) for word in value)):
+            raise PicoGPTError(f"{path} sets {name} to {value!r}, where picogpt needs "
+                               f"{wanted}; {fix}.")
+        if name in config and value is not None:
+            settings[name] = value
+    return settings
