@@ -4,8 +4,9 @@ Owns the probes, texts training never sees: random tokens copied once, each afte
 random tokens, at copy distances that vary (so that a head finding the copy by its position
 alone cannot pass), and `measure`, which gives, for a model, the loss on the probes' first
 copies and second copies and every head's previous-token and induction score on them (the
-scores of inside.py). train.py measures every few steps and saves the curve in the model folder
-as curve.json; scripts/figures/induction.py draws it. No I/O.
+scores of inside.py), and `summary`, the line of progress training prints for a measurement.
+train.py measures every few steps and saves the curve in the model folder as curve.json;
+scripts/figures/induction.py draws it. No I/O.
 """
 
 import numpy as np
@@ -45,3 +46,23 @@ def measure(params: dict, n_head: int, texts: list[dict]) -> dict:
     return {"first": float(np.mean(first)), "second": float(np.mean(second)),
             "previous": np.mean(previous, axis=0).round(4).tolist(),
             "induction": np.mean(induction, axis=0).round(4).tolist()}
+
+
+def best_heads(measured: dict) -> dict[str, tuple[float, int, int]]:
+    """The best-scoring head of each kind in a measurement: kind -> (score, layer, head)."""
+    best = {}
+    for kind in ("previous", "induction"):
+        scores = np.asarray(measured[kind])
+        layer, head = np.unravel_index(np.argmax(scores), scores.shape)
+        best[kind] = (float(scores[layer, head]), int(layer), int(head))
+    return best
+
+
+def summary(measured: dict, loss: float | None) -> str:
+    """A measurement as one line of progress: the step, the last batch's loss, the held-out
+    copies' loss, the best head of each kind."""
+    heads = ", ".join(f"{kind} {score:.2f} (layer {layer} head {head})"
+                      for kind, (score, layer, head) in best_heads(measured).items())
+    return (f"step {measured['step']}: loss {'-' if loss is None else f'{loss:.3f}'}, held-out "
+            f"copies {measured['first']:.2f} -> {measured['second']:.2f} nats; best heads: "
+            f"{heads}")

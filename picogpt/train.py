@@ -6,6 +6,7 @@ text, and `python -m picogpt.train`, which writes a model folder the picogpt com
 
     python -m picogpt.train book.txt --name mine --steps 600
     picogpt "Once upon a time" --model_size mine
+    python -m picogpt.train --task induction --name ind   # no text: induction.py's task
 
 Side effects: reading the text, writing the model folder (through store.py), a progress bar.
 """
@@ -20,7 +21,7 @@ from tqdm import tqdm
 from .backward import cross_entropy, loss_and_grads
 from .checks import number, text, whole_number
 from .command import run_command
-from .curve import measure, probes
+from .curve import best_heads, measure, probes, summary
 from .errors import PicoGPTError
 from .load import MODEL_SIZES, read_encoder
 from .model import gpt2
@@ -147,7 +148,8 @@ def train(text_file: str, name: str = "trained", models_dir: str = "models", n_l
           n_head: int = 4, n_embd: int = 128, n_ctx: int = 128, n_batch: int = 16,
           steps: int = 600, lr: float = 3e-3, seed: int = 0, repeats: float = 0.0,
           curve_every: int = 50, vocab_dir: str | None = None) -> dict:
-    """Train a small GPT-2 on a text file and write it to models_dir/name.
+    """Train a small GPT-2 on a text file and write it to models_dir/name. (The induction
+    task needs no text: python -m picogpt.train --task induction --help.)
 
     Args:
         text_file: UTF-8 text to learn from; the last tenth is held out to measure the loss.
@@ -188,36 +190,47 @@ def train(text_file: str, name: str = "trained", models_dir: str = "models", n_l
     curve = {"settings": {"repeats": repeats, "lr": lr, "n_batch": n_batch, "steps": steps,
                           "seed": seed, **hparams}, "loss": [], "measured": []}
     windows = batches(train_ids, n_batch, n_ctx, rng, repeats, hparams["n_vocab"])
-    params, loss = learn(params, windows, steps, lr, n_head, curve, curve_every)
+    texts = probes(n_ctx, hparams["n_vocab"])  # none for a context under 6 tokens
+    measure_at = (lambda params: measure(params, n_head, texts)) if texts else None
+    params, loss = learn(params, windows, steps, lr, max(1, steps // 10), n_head, curve,
+                         curve_every, measure_at)
     after = held_out_loss(params, held_out_batch, n_head)
     save_model(model_dir, hparams, params, vocab, extra={"curve.json": curve})
     return {"model_dir": str(model_dir), "held_out_loss_before": before,
             "held_out_loss_after": after, "last_train_loss": loss, "curve": curve}
 
 
-def learn(params: dict, windows, steps: int, lr: float, n_head: int, curve: dict,
-          curve_every: int) -> tuple[dict, float]:
-    """The training loop: steps of AdamW on the windows, the loss of each step and, every
-    curve_every steps, the probes' measurements added to curve (none for a context under 6
-    tokens). Returns the params and the last step's loss."""
-    texts, state, shown = probes(len(params["wpe"]), len(params["wte"])), {"step": 0}, {}
+def learn(params: dict, windows, steps: int, lr: float, warmup: int, n_head: int, curve: dict,
+          curve_every: int, measure_at=None) -> tuple[dict, float]:
+    """The training loop: steps of AdamW on the windows at the schedule's rate, the loss of each
+    step and, every curve_every steps, measure_at(params) (held-out probes: "first" and
+    "second" copy losses, "previous" and "induction" head scores) added to curve and printed.
+    Returns the params and the last step's loss."""
+    state, shown = {"step": 0}, {}
     bar = tqdm(zip(range(steps), windows), total=steps, desc="picogpt: training", unit="step",
                file=sys.stderr)
     for step, (inputs, targets) in bar:
-        if texts and step % curve_every == 0:
-            curve["measured"].append({"step": step, **measure(params, n_head, texts)})
-            shown["copy"] = f"{curve['measured'][-1]['second']:.2f}"  # the second copy's loss
+        if measure_at and step % curve_every == 0:
+            shown = progress(curve, {"step": step, **measure_at(params)}, bar)
         loss, grads = loss_and_grads(inputs, targets, params, n_head)
-        params, state = adamw(params, grads, state, learning_rate(step, steps, lr,
-                                                                  max(1, steps // 10)))
+        params, state = adamw(params, grads, state, learning_rate(step, steps, lr, warmup))
         curve["loss"].append(round(loss, 4))
         bar.set_postfix(shown | {"loss": f"{loss:.3f}"})
-    if texts:
-        curve["measured"].append({"step": steps, **measure(params, n_head, texts)})
+    if measure_at:
+        progress(curve, {"step": steps, **measure_at(params)}, bar)
     return params, loss
 
 
-def check_settings(sizes: dict, lr: float, seed: int, repeats: float) -> None:
+def progress(curve: dict, measured: dict, bar) -> dict:
+    """Add a measurement to the curve and print it as a line; returns what the bar shows."""
+    curve["measured"].append(measured)
+    bar.write(summary(measured, curve["loss"][-1] if curve["loss"] else None), file=sys.stderr)
+    return {"copy": f"{measured['second']:.2f}", "heads": "/".join(
+        f"{score:.2f}" for score, _, _ in best_heads(measured).values())}
+
+
+def check_settings(sizes: dict, lr: float, seed: int, repeats: float,
+                   n_vocab: int = 50257) -> None:
     """Raise PicoGPTError for the first setting that cannot train, before any work."""
     for key, value in sizes.items():
         whole_number(key, value, 1)
@@ -230,7 +243,8 @@ def check_settings(sizes: dict, lr: float, seed: int, repeats: float) -> None:
             and 0 <= repeats <= 1):
         raise PicoGPTError(f"repeats={repeats!r} is not a share from 0 to 1; 0.5 makes half "
                            f"of the windows repeated random tokens.")
-    check_memory(*(sizes[key] for key in ("n_layer", "n_head", "n_embd", "n_ctx", "n_batch")))
+    check_memory(*(sizes[key] for key in ("n_layer", "n_head", "n_embd", "n_ctx", "n_batch")),
+                 n_vocab)
 
 
 def check_memory(n_layer: int, n_head: int, n_embd: int, n_ctx: int, n_batch: int,
@@ -276,8 +290,13 @@ def held_out_loss(params: dict, batch, n_head: int) -> float:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of `python -m picogpt.train`."""
-    result = run_command(train, sys.argv[1:] if argv is None else argv, "python -m picogpt.train",
-                         "text_file", stopped="training stopped; nothing was written.")
+    argv = sys.argv[1:] if argv is None else argv
+    if any(word.split("=")[0] == "--task" for word in argv):  # a task makes its own data
+        from .induction import main as task_main
+
+        return task_main(argv)
+    result = run_command(train, argv, "python -m picogpt.train", "text_file",
+                         stopped="training stopped; nothing was written.")
     if isinstance(result, dict):
         name = Path(result["model_dir"]).name
         print(f"picogpt: wrote {result['model_dir']}. Loss on held-out text: "
