@@ -41,15 +41,10 @@ def is_punctuation(char: str) -> bool:
 
 
 def clean(text: str) -> str:
-    """text without NUL, U+FFFD and control characters, every space-like character a space."""
-    kept = []
-    for char in text:
-        kind = unicodedata.category(char)
-        if char in "\t\n\r" or kind == "Zs":  # tabs and newlines are spaces to BERT, not controls
-            kept.append(" ")
-        elif kind not in ("Cc", "Cf", "Co", "Cs") and char != "\ufffd":
-            kept.append(char)  # dropped: controls, format marks, private use, lone surrogates
-    return "".join(kept)
+    """text without U+FFFD and control characters; tabs and newlines stay, as spaces do.
+    (str.split, which cuts the words after, cuts at every Unicode space, as BERT does.)"""
+    return "".join(c for c in text if c in "\t\n\r" or (  # controls to Unicode, spaces to BERT
+        unicodedata.category(c) not in ("Cc", "Cf", "Co", "Cs") and c != "\ufffd"))
 
 
 def strip_accents(word: str) -> str:

@@ -80,6 +80,14 @@ def test_same_ids_as_bert_tokenizer_and_bert_tokenizer_fast(settings):
             assert ids == reference_ids(legacy, text), name
 
 
+def test_same_ids_as_bert_tokenizer_on_the_bpe_encoders_corpus():
+    # 114,000 characters in a dozen scripts, with emoji, combining marks, odd spaces and code
+    with open(Path(__file__).parent / "data" / "corpus.txt", encoding="utf-8", newline="") as f:
+        text = f.read()
+    for settings in [(), (("do_lower_case", False),)]:
+        assert wordpiece(settings).encode(text) == reference_ids(references(settings)[0], text)
+
+
 def test_where_the_python_tokenizer_differs_it_differs_from_bert_tokenizer_too():
     for name in LEGACY_DIFFERS:
         assert any(reference_ids(legacy, CORPUS[name]) != reference_ids(fast, CORPUS[name])
