@@ -33,6 +33,14 @@ def bytes_to_unicode() -> dict[int, str]:
             **{b: chr(256 + i) for i, b in enumerate(unprintable)}}
 
 
+def added_bytes(encoder, previous: list[int], token: int) -> bytes:
+    """The bytes token adds to a text that ends with the ids in previous (the last one is
+    enough): a BPE token's own bytes; for WordPiece, whose space before a word depends on the
+    token before it, the text of both less the text of the first."""
+    before = encoder.decode_bytes(previous[-1:])
+    return encoder.decode_bytes([*previous[-1:], token])[len(before) :]
+
+
 class Encoder:
     """GPT-2's tokenizer: `encode(str) -> list[int]`, `decode(list[int]) -> str`."""
 

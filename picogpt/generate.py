@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from .checks import number, text, whole_number
-from .encoder import END_OF_TEXT, Encoder
+from .encoder import END_OF_TEXT, Encoder, added_bytes
 from .errors import PicoGPTError
 from .kvcache import KVCache, decode_step, prefill
 from .sampling import Sampling, Step, describe, sample_rngs
@@ -106,6 +106,7 @@ def decode_samples(prompt: list[int], params: dict, n_head: int, n_tokens: int,
         seen = np.zeros(logits.shape, bool)
         seen[:, prompt] = True
     written = [b""] * len(rngs)  # each sample's output so far, when there is a stop text
+    last = [[] for _ in rngs]  # each sample's last new token, which a WordPiece space follows
     for step in range(n_tokens):
         filtered = sampling.filter(logits, seen)  # [n_alive, n_vocab]
         next_ids = [sampling.pick(row, rngs[i]) for row, i in zip(filtered, alive)]
@@ -116,8 +117,8 @@ def decode_samples(prompt: list[int], params: dict, n_head: int, n_tokens: int,
             yield i, (describe(token, logits[row], filtered[row], candidates) if candidates
                       else token)
             if stop is not None:
-                piece = encoder.decode_bytes([token])
-                written[i] += piece
+                piece = added_bytes(encoder, last[i], token)
+                written[i], last[i] = written[i] + piece, [token]
                 if stop in written[i][-len(stop) - len(piece) :]:  # only where it could be new
                     continue
             keep.append(row)

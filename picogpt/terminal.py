@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from tqdm import tqdm
 
-from .encoder import Encoder
+from .encoder import Encoder, added_bytes
 from .sampling import Step
 from .score import Scores
 from .show import shown
@@ -29,11 +29,7 @@ def stream_text(ids: Iterable[int], encoder: Encoder, stop: str | None = None) -
     utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
     held, previous = "", []
     for next_id in ids:
-        # what this token adds to the text: WordPiece's space before a token depends on the
-        # token before it, so take the text of both less the text of the first (for BPE, the
-        # token's own bytes)
-        before = encoder.decode_bytes(previous)
-        held += utf8.decode(encoder.decode_bytes([*previous, next_id])[len(before) :])
+        held += utf8.decode(added_bytes(encoder, previous, next_id))
         previous = [next_id]
         if stop and stop in held:
             yield held[: held.index(stop)]

@@ -470,3 +470,19 @@ def test_repetition_penalty_over_many_steps_equals_transformers_greedy_and_sampl
         probs = softmax(hf_filter(processors, logits, text).astype(np.float64))
         np.testing.assert_allclose(step.after, probs[step.ids], atol=1e-5)
         text.append(step.token)
+
+
+def test_a_stop_text_with_a_wordpiece_space_ends_each_of_several_samples(tiny):
+    """WordPiece puts the space between two words itself: a stop text that holds one ("w12
+    w7") must be found in the sample's text as decode spells it, not in its tokens run
+    together ("w12w7")."""
+    from picogpt.wordpiece import WordPiece
+
+    hparams, params = load(tiny.models_dir)
+    encoder = WordPiece([*(f"w{i}" for i in range(hparams["n_vocab"] - 1)), "[CLS]"])
+    ids, settings = prompt_ids(6), {"top_k": 50, "seed": 4, "n_samples": 2}
+    free = draw(ids, params, hparams["n_head"], 8, **settings)
+    stop = encoder.decode(free[0][2:4])
+    assert " " in stop and stop not in encoder.decode(free[0][:3])  # it is new at token 4
+    ended = draw(ids, params, hparams["n_head"], 8, stop=stop, encoder=encoder, **settings)
+    assert ended[0] == free[0][:4]  # the token that completes the stop text is the last
