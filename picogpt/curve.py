@@ -19,9 +19,11 @@ def probes(n_seq: int, n_vocab: int, seed: int = 2026, n_probes: int = 6) -> lis
     """n_probes texts of n_seq tokens: random tokens, then a random run of them copied right
     after it, its length between n_seq / 6 (at least 2) and n_seq / 2. Each is {"ids",
     "first", "second"}: the ids, and the positions whose next token is in the first copy and
-    in the second. None if n_seq is under 6, too short for a run and its copy."""
+    in the second. None if n_seq is under 6, too short for a run and its copy, or if a
+    vocabulary of n_vocab - 1 tokens (not the last, <|endoftext|>) cannot fill n_seq distinct
+    ones (a small vocabulary learned with --n_vocab and a long context)."""
     rng, texts = np.random.default_rng(seed), []
-    if n_seq < 6:
+    if n_seq < 6 or n_seq > n_vocab - 1:
         return texts
     for length in np.linspace(max(2, n_seq // 6), n_seq // 2 - 1, n_probes).astype(int):
         ids = rng.choice(n_vocab - 1, n_seq, replace=False)  # distinct: no repeat by chance

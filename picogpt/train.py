@@ -180,10 +180,10 @@ def train(text_file: str, name: str = "trained", models_dir: str = "models", n_l
             GPT-2's: 256 bytes, the merges, <|endoftext|>) instead of using GPT-2's 50,257;
             a small model trains many times faster on a few hundred or thousand.
     """
+    check_vocab(n_vocab, vocab_dir)
     check_settings({"n_layer": n_layer, "n_head": n_head, "n_embd": n_embd, "n_ctx": n_ctx,
                     "n_batch": n_batch, "steps": steps, "curve_every": curve_every}, lr, seed,
-                   repeats)
-    check_vocab(n_vocab, vocab_dir)
+                   repeats, n_vocab or 50257)  # memory: the output layer's rows are the tokens
     model_dir = new_model_dir(models_dir, name)
     if n_vocab is None:
         vocab, files = find_vocab(vocab_dir, models_dir), {}

@@ -198,3 +198,33 @@ def test_a_vocabulary_too_small_or_too_large_is_refused_in_one_line(args, messag
     done = picogpt(str(text), "--models_dir", str(tmp_path / "models"), *args, entry=main)
     assert_one_line_error(done, message)
     assert not (tmp_path / "models").exists()
+
+
+def test_the_memory_check_counts_the_learned_vocabulary_not_gpt2s(tmp_path, monkeypatch):
+    """On a machine of 8 GiB, 64 windows of 1,024 need ~28 GiB with GPT-2's 50,257 tokens and
+    ~4 GiB with 260: only the first is refused for memory (the second then finds the text too
+    short, before any step)."""
+    from picogpt import train as train_module
+
+    pages = {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 8 * 2**30 // 4096}
+    monkeypatch.setattr(train_module.os, "sysconf", pages.__getitem__)
+    text = tmp_path / "t.txt"
+    text.write_text("hello world, " * 100, encoding="utf-8")
+    shape = ["--n_ctx", "1024", "--n_batch", "64", "--models_dir", str(tmp_path / "models")]
+    gpt2 = picogpt(str(text), *shape, entry=main)
+    assert_one_line_error(gpt2, "needs about 27.6 GiB and this machine has 8.0 GiB")
+    own = picogpt(str(text), *shape, "--n_vocab", "260", entry=main)
+    assert_one_line_error(own, "tokens; training on windows of 1025 needs at least 2050")
+
+
+def test_a_context_longer_than_the_learned_vocabulary_trains(tmp_path):
+    """The curve's probes are made of distinct tokens; with 260 tokens and a context of 300
+    there are too few, and the run trains without them (it crashed in the probes before)."""
+    text = tmp_path / "t.txt"
+    text.write_text(CORPUS.read_text(encoding="utf-8")[:20_000], encoding="utf-8")
+    done = picogpt(str(text), "--name", "long", "--models_dir", str(tmp_path), "--n_vocab",
+                   "260", "--n_ctx", "300", "--steps", "1", "--n_embd", "16", "--n_head", "2",
+                   "--n_batch", "1", entry=main)
+    assert done.returncode == 0, done.stderr
+    curve = json.loads((tmp_path / "long" / "curve.json").read_text(encoding="utf-8"))
+    assert curve["measured"] == [] and len(curve["loss"]) == 1
