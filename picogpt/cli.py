@@ -99,6 +99,7 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
               file=sys.stderr)
     prompt = read_prompt(prompt, prompt_file)
     encoder, hparams, params, model = load_model(model_size, models_dir, base_url, hf)
+    say_outside(encoder, prompt)
     input_ids, n_head = encoder.prompt_ids(prompt), hparams["n_head"]
     settings = {"top_k": top_k, "top_p": top_p, "temperature": temperature, "seed": seed,
                 "repetition_penalty": repetition_penalty, "stop_at_end": not ignore_end,
@@ -157,6 +158,7 @@ def score_text(prompt: str = "", stride: int | None = None, top: int = 0, json: 
     whole_number("top", top, 0, 50257)
     text = read_prompt(prompt, prompt_file)
     encoder, hparams, params, model = load_model(model_size, models_dir, base_url, hf)
+    say_outside(encoder, text)
     ids = encoder.encode(text)
     with reading_notice(model["where"]) as quiet, progress(len(ids), "scoring") as bar:
         windows = []
@@ -216,6 +218,16 @@ MODES = {"generate": generate_text, "score": score_text, "explore": explore_mode
 # how a refusal names each mode: what it does to a flag it does not take, and what adding it does
 WHAT_MODES_DO = {"score": ("which scores the text as it is", "to score text"),
                  "explore": ("whose page has a control for it", "to explore the model")}
+
+
+def say_outside(encoder, text: str) -> None:
+    """One line on stderr naming the words of text the vocabulary has no token for: the model
+    reads each as its unknown token ([UNK] in BERT's vocabulary). Not an error."""
+    words = list(dict.fromkeys(encoder.outside(text)))
+    if words and encoder.unknown is not None:  # without one, encode names them in its error
+        unknown = encoder.decode([encoder.unknown])
+        print(f"picogpt: the vocabulary has no token for {' '.join(words)}; the model reads "
+              f"{'it' if len(words) == 1 else 'each'} as {unknown}.", file=sys.stderr)
 
 
 def recorded(items: Iterable, into: list) -> Iterator:

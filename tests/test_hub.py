@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from test_hf import add_tokenizer, random_hf_model
 from test_load import PICOGPT, assert_one_line_error
+from test_load_faults import default_sigint
 
 WEIGHTS_ELSEWHERE = ("pytorch_model.bin", "tf_model.h5", "flax_model.msgpack", "model.onnx")
 HUB_VARIABLES = ("HF_ENDPOINT", "HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_TOKEN",
@@ -31,15 +32,16 @@ def repo(tmp_path_factory, vocab_dir) -> Path:
     return folder
 
 
-def run(hub, home: Path, *args: str, bars: bool = False, **env) -> subprocess.CompletedProcess:
-    """`picogpt Hello --hf ...` in a child whose hub is the fake one and whose cache is home's."""
+def run(hub, home: Path, *args: str, prompt: str = "Hello", bars: bool = False,
+        **env) -> subprocess.CompletedProcess:
+    """`picogpt PROMPT --hf ...` in a child whose hub is the fake one and whose cache is home's."""
     clean = {name: value for name, value in os.environ.items() if name not in HUB_VARIABLES}
     env = {"HF_ENDPOINT": hub.url if hub else "", "HF_HOME": str(home), **env}
     if bars:  # huggingface_hub draws its bars on a terminal, or when told to
         env["TQDM_POSITION"] = "-1"
     else:  # a failing download's bar would end in a line of its own
         env["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
-    return subprocess.run([str(PICOGPT), "Hello", "--n_tokens", "4", *args], capture_output=True,
+    return subprocess.run([str(PICOGPT), prompt, "--n_tokens", "4", *args], capture_output=True,
                           text=True, timeout=120, env={**clean, **env})
 
 
@@ -154,7 +156,7 @@ def test_ctrl_c_during_the_download_exits_130_and_the_next_run_completes(repo, f
     env = {name: value for name, value in os.environ.items() if name not in HUB_VARIABLES}
     child = subprocess.Popen(
         [str(PICOGPT), "Hello", "--n_tokens", "4", "--hf", "someone/tiny-gpt2"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint,
         env={**env, "HF_ENDPOINT": hub.url, "HF_HOME": str(tmp_path)})
     try:
         assert hub.stalled.wait(60), "the download never started"
@@ -171,3 +173,29 @@ def test_ctrl_c_during_the_download_exits_130_and_the_next_run_completes(repo, f
     hub.stall = None
     done = run(hub, tmp_path, "--hf", "someone/tiny-gpt2")
     assert done.returncode == 0, done.stderr
+
+
+def test_a_chinese_model_id_fetches_bert_s_vocabulary_files(fake_hub, tmp_path):
+    """uer's repos: the weights in every format, vocab.txt and the two tokenizer JSON files
+    (and tokenizer.json, which picogpt does not read). `picogpt "床前明月光，" --hf
+    uer/gpt2-chinese-poem` fetches the five files picogpt reads and writes what the folder
+    itself gives."""
+    from test_hf_chinese import save_uer_folder, uer_arrays
+
+    from scripts.fixtures.reference import hf_model_of
+
+    folder = save_uer_folder(tmp_path / "repo", hf_model_of(*uer_arrays("small")))
+    for name in WEIGHTS_ELSEWHERE:
+        (folder / name).write_bytes(b"not for picogpt " * 64)
+    hub = fake_hub({"uer/gpt2-chinese-poem": folder})
+    poem = {"prompt": "床前明月光，"}
+    expected = run(None, tmp_path, "--hf", str(folder), "--ignore_end", **poem)
+    assert expected.returncode == 0, expected.stderr
+    done = run(hub, tmp_path / "home", "--hf", "uer/gpt2-chinese-poem", "--ignore_end", **poem)
+    assert (done.returncode, done.stdout) == (0, expected.stdout), done.stderr
+    assert fetched(hub) == ["config.json", "model.safetensors", "special_tokens_map.json",
+                            "tokenizer_config.json", "vocab.txt"]
+    n_requests = len(hub.requests)
+    again = run(hub, tmp_path / "home", "--hf", "uer/gpt2-chinese-poem", "--ignore_end", **poem)
+    assert (again.returncode, again.stdout) == (0, expected.stdout), again.stderr
+    assert len(hub.requests) == n_requests
