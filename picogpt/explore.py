@@ -127,9 +127,11 @@ class Session:
             yield piece(self.encoder, token)
 
     def inside(self, pause: Callable[[], None] = lambda: None) -> dict:
-        """The text's attention, head scores, logit lens and wpe similarity, as on --explain;
-        pause is called between the logit lens's rows (see page.views)."""
-        return views(list(self.ids), self.params, self.n_head, self.encoder, pause)
+        """The text's attention, head scores, logit lens and wpe similarity, as on --explain
+        (the lens at the positions the attention keeps); pause is called between the logit
+        lens's rows (see page.views)."""
+        return views(list(self.ids), self.params, self.n_head, self.encoder, pause,
+                     lens_kept=True)
 
 
 def whole_pieces(pieces: list[bytes]) -> int:

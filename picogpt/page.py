@@ -51,10 +51,12 @@ def page_data(ids: list[int], n_prompt: int, steps: list[Step], params: dict, n_
 
 
 def views(ids: list[int], params: dict, n_head: int, encoder: Encoder,
-          pause: Callable[[], None] = lambda: None) -> dict:
+          pause: Callable[[], None] = lambda: None, lens_kept: bool = False) -> dict:
     """The views of a text that every page shows: its tokens, attention, head scores, logit
     lens and wpe similarity. pause is called after the trace and after each of the logit lens's
-    rows, the long part (the explore server lets a waiting request go first there)."""
+    rows, the long part (the explore server lets a waiting request go first there). With
+    lens_kept, the logit lens covers only the positions the attention keeps, as the explore
+    page asks on each edit (every position costs n_layer + 1 products with the unembedding)."""
     n_layer, n_seq = len(params["blocks"]), len(ids)
     per_position = n_layer * n_head * 4  # bytes of attention per (query, key) pair
     n_kept = min(n_seq, int((ATTENTION_BYTES / per_position) ** 0.5))
@@ -62,11 +64,13 @@ def views(ids: list[int], params: dict, n_head: int, encoder: Encoder,
     patterns = [f"blocks.{i}.attn.pattern" for i in range(n_layer)]
     _, values = trace(ids, params, n_head, names={*patterns, *residual_names(n_layer)})
     pause()
+    lens_first = first if lens_kept else 0
+    streams = {name: values[name][lens_first:] for name in residual_names(n_layer)}
     rows = []
-    for row in lens_rows(values, params, top=3):  # a row is computed as the loop asks for it
+    for row in lens_rows(streams, params, top=3):  # a row is computed as the loop asks for it
         rows.append(row)
         pause()
-    lens_ids, lens_probs = map(np.stack, zip(*rows))  # [n_layer + 1, n_seq, 3] each
+    lens_ids, lens_probs = map(np.stack, zip(*rows))  # [n_layer + 1, n_seq - lens_first, 3]
     attention = np.stack([values[name][:, first:, first:] for name in patterns])
     wpe = np.asarray(params["wpe"][:N_WPE])
     heads = {"previous": None, "first": None, "induction": None}
@@ -81,7 +85,8 @@ def views(ids: list[int], params: dict, n_head: int, encoder: Encoder,
         "characters": characters([encoder.decode_bytes([i]) for i in ids]),
         "attention": {"first": first, "n": n_kept, "data": float32_base64(attention)},
         "heads": heads,
-        "lens": {"text": [[shown(encoder, i) for i in row] for row in lens_ids[:, :, 0]],
+        "lens": {"first": lens_first,
+                 "text": [[shown(encoder, i) for i in row] for row in lens_ids[:, :, 0]],
                  "probs": lens_probs[:, :, 0].round(4).tolist(),
                  "top": [[" / ".join(f"{shown(encoder, i)} {p:.3f}"
                                      for i, p in zip(ids_, probs_))

@@ -313,11 +313,11 @@ const Views = (() => {
       "aria-pressed", String(td.dataset.layer === String(l) && td.dataset.head === String(h))));
   }
 
-  // The logit lens: one row per residual stream, one column per token
+  // The logit lens: one row per residual stream, one column per token from L.first on
   function lens(container, L, toks) {
-    const table = el("table"), head = el("tr");
+    const table = el("table"), head = el("tr"), first = L.first || 0;
     head.append(el("th", {}, t("lens_layer")));
-    toks.forEach(tok => head.append(el("th", {}, quoted(tok))));
+    toks.slice(first).forEach(tok => head.append(el("th", {}, quoted(tok))));
     table.append(head);
     L.text.forEach((row, l) => {
       const tr = el("tr");
@@ -332,6 +332,7 @@ const Views = (() => {
       table.append(tr);
     });
     container.replaceChildren(table);
+    if (first > 0) container.prepend(el("div", {class: "note"}, t("range")(first, toks.length - 1, toks.length - first)));
   }
 
   // The cosine similarity of wpe's first rows, black (0 or below) to white (1)

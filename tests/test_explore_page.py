@@ -23,10 +23,16 @@ from picogpt.model import softmax
 
 served = test_explore.served  # the tiny model's explore server
 LIMIT = 120  # seconds a wait may take: only a hang reaches it, never a slow machine
-SCREENS = [("en-US", 390), ("zh-CN", 390), ("en-US", 1920), ("zh-CN", 1920)]
+# Each item in both languages and at both widths; the layout in all four pairs
+SCREENS = [("en-US", 390), ("zh-CN", 1920)]
+ALL_SCREENS = [*SCREENS, ("zh-CN", 390), ("en-US", 1920)]
 
 
-@pytest.fixture(params=SCREENS, ids=[f"{locale}-{width}px" for locale, width in SCREENS])
+def named(screens) -> list[str]:
+    return [f"{locale}-{width}px" for locale, width in screens]
+
+
+@pytest.fixture(params=SCREENS, ids=named(SCREENS))
 def screen(request) -> tuple[str, int]:
     return request.param
 
@@ -112,9 +118,10 @@ def test_temperature_reshapes_the_after_bars_and_the_entropy_from_the_first_stat
     assert page.errors == []
 
 
+@pytest.mark.parametrize("layout", ALL_SCREENS, ids=named(ALL_SCREENS))
 def test_the_page_fits_its_width_with_each_candidates_bars_side_by_side(served, browser,
-                                                                        screen):
-    locale, width = screen
+                                                                        layout):
+    locale, width = screen = layout
     page = open_page(browser, served.url, screen)
     page.wait_for_function("document.querySelectorAll('#attn-x .label').length > 0")
     assert page.evaluate("innerWidth") == width  # a phone lays the page out at its own width
@@ -287,9 +294,12 @@ def test_one_token_texts_the_head_cells_and_the_attention_labels(served, browser
     page.wait_for_function(f"document.querySelectorAll('#attn-x .label').length === {len(ids)}")
     labels = page.locator("#attn-x .label").all_inner_texts()
     assert "语" in labels[0] and "e8 af" in labels[0]  # the character, and this piece's bytes
-    clipped = page.evaluate("""() => [...document.querySelectorAll('#attn-x .label')].filter(
-        e => e.scrollWidth > e.clientWidth + 1 || e.scrollHeight > e.clientHeight + 1).length""")
-    assert clipped == 0
+    clipped = page.evaluate("""() => [...document.querySelectorAll('#attn-x .label')].filter(e => {
+        const range = document.createRange();
+        range.selectNodeContents(e);
+        const text = range.getBoundingClientRect(), box = e.getBoundingClientRect();
+        return text.width > box.width + 1 || text.left < box.left - 1; }).length""")
+    assert clipped == 0  # each label's text, CJK too, is as wide as its column or narrower
 
     cell = page.locator('#heads [data-kind="first"] td[data-layer="1"][data-head="2"]')
     cell.focus()
@@ -315,3 +325,35 @@ def test_the_page_sends_its_language(served, browser, screen):
     wait_answered(page)
     assert sent[-1].startswith("en")
     assert json.dumps(page.errors) == "[]"
+
+
+def test_the_lens_covers_the_positions_the_attention_keeps(served, browser, monkeypatch, tiny,
+                                                           encoder):
+    """On each edit the logit lens runs at the positions the attention keeps, not the whole
+    text (each position is n_layer + 1 products with the unembedding): its cells are
+    logit_lens's at those positions."""
+    import picogpt.page
+    from picogpt.inside import logit_lens, residual_names, trace
+    from picogpt.show import visible
+
+    hparams, params = load(tiny.models_dir)
+    monkeypatch.setattr(picogpt.page, "ATTENTION_BYTES", 2 * 4 * 4 * 10 ** 2)  # keeps 10
+    text = "The cat sat on the mat, and the dog sat on the log by the door."
+    ids = encoder.encode(text)
+    page = open_page(browser, served.url, ("en-US", 1920))
+    page.fill("#prompt", text)
+    wait_strip(page, ids)
+    page.wait_for_function("document.querySelectorAll('#lens tr:nth-child(2) td').length === 10"
+                           " && document.getElementById('inside-busy').hidden")
+    _, values = trace(ids, params, hparams["n_head"], names=set(residual_names(2)))
+    lens_ids, lens_probs = logit_lens(values, params, top=3)
+    rows = page.locator("#lens tr")
+    for layer in range(3):
+        cells = [cell.split("\n") for cell in rows.nth(layer + 1).locator("td").all_inner_texts()]
+        kept = range(len(ids) - 10, len(ids))
+        assert [text for text, _ in cells] == [
+            f"'{visible(encoder.decode_bytes([int(lens_ids[layer, i, 0])]))}'" for i in kept]
+        np.testing.assert_allclose([float(p) for _, p in cells], lens_probs[layer, kept, 0],
+                                   atol=6e-4)  # shown to 3 decimals, from 4
+    assert page.locator("#lens .note").inner_text().startswith(f"(positions {len(ids) - 10} to")
+    assert page.errors == []
