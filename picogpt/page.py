@@ -54,7 +54,7 @@ def views(ids: list[int], params: dict, n_head: int, encoder: Encoder,
           pause: Callable[[], None] = lambda: None, lens_kept: bool = False) -> dict:
     """The views of a text that every page shows: its tokens, attention, head scores, logit
     lens and wpe similarity. pause is called after the trace and after each of the logit lens's
-    rows, the long part (the explore server lets a waiting request go first there). With
+    rows, the long part (the explore server stops there once the text has changed). With
     lens_kept, the logit lens covers only the positions the attention keeps, as the explore
     page asks on each edit (every position costs n_layer + 1 products with the unembedding)."""
     n_layer, n_seq = len(params["blocks"]), len(ids)

@@ -18,9 +18,10 @@ sites open in the browser:
   client that leaves (a closed tab) is let go without a word;
 - one computation runs at a time, and a request of a kind that a newer one of the same kind has
   replaced is answered as superseded instead of computed (`stop` supersedes a generation, which
-  ends before its next token); the inside views, the one long
-  computation (a second on 124M), step aside between the logit lens's rows for any request
-  that is waiting, and stop as superseded if that request changed the text;
+  ends before its next token); the inside views, the one long computation (a second on 124M),
+  run beside that one rather than under its lock (they read the params and a copy of the ids,
+  never the cache), one at a time, and stop as superseded at the logit lens's next row once
+  the text changed or a newer call for them came;
 - the text has a version, and a page that sends the version it last saw is refused (409,
   "changed") when another page has changed the text since: a second tab never silently
   changes what the first one shows;
@@ -34,7 +35,6 @@ import json
 import secrets
 import sys
 import threading
-import time
 import traceback
 from urllib.parse import urlparse
 
@@ -71,8 +71,8 @@ class ExploreServer(http.server.ThreadingHTTPServer):
         self.host = f"127.0.0.1:{self.server_port}"
         self.url = f"http://{self.host}/?token={self.secret}"
         self.lock = threading.Lock()  # one computation at a time
-        self.waiting = 0  # requests waiting for the lock
-        self.counting = threading.Lock()  # guards waiting and latest
+        self.inside = threading.Lock()  # one computation of the inside views at a time
+        self.counting = threading.Lock()  # guards latest
         self.latest: dict[tuple[str, str], int] = {}  # newest request number by page and kind
         self.writers: list[str] = []  # the page that made each version of the text after the first
         self.page = fill("explore.html", {**session.model, "prompt": prompt}).encode("utf-8")
@@ -191,11 +191,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             except (gate.Refused, PicoGPTError) as e:
                 self.refuse(getattr(e, "status", 400), str(e))
                 return
-        with self.server.counting:
-            self.server.waiting += 1
+        if kind == "inside":
+            self.inside(session, body, stale, key[0])
+            return
         with self.server.lock:
-            with self.server.counting:
-                self.server.waiting -= 1
             if stale():
                 self.answer(204)
                 return
@@ -207,14 +206,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 if kind == "generate":
                     self.stream(session, body, stale, ids, key[0])
                     return
-                if kind == "inside":
-                    value = session.inside(lambda: self.step_aside(session, stale))
-                else:
-                    value = self.compute(session, kind, body, prompt_ids)
-                    if session.ids != ids:
-                        self.server.writers.append(key[0])
-                    if "tokens" in value:
-                        value["version"] = len(self.server.writers)
+                value = self.compute(session, kind, body, prompt_ids)
+                if session.ids != ids:
+                    self.server.writers.append(key[0])
+                if "tokens" in value:
+                    value["version"] = len(self.server.writers)
             except Superseded:
                 self.answer(204)
                 return
@@ -229,20 +225,35 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return
         self.answer(200, value)
 
-    def step_aside(self, session: Session, stale) -> None:
-        """Called with the lock held, inside a long computation: let the requests waiting for
-        the lock go first, then go on, unless they changed the text or a newer request of this
-        kind came (Superseded)."""
-        server, ids = self.server, list(session.ids)
-        if server.waiting:
-            server.lock.release()
+    def inside(self, session: Session, body: dict, stale, page: str) -> None:
+        """The inside views, outside the session's lock: a slider or a key is answered while
+        they compute. They stop as superseded at the logit lens's next row once the text
+        changed or a newer call for them came."""
+        with self.server.lock:  # the text as it is between two calls
+            if stale():
+                self.answer(204)
+                return
+            if self.changed_elsewhere(body.get("version"), page):
+                self.answer(409, {"changed": True, "error": "another page changed the text"})
+                return
+            ids = session.ids
+
+        def pause() -> None:
+            if stale() or session.ids != ids:
+                raise Superseded
+
+        with self.server.inside:
             try:
-                while server.waiting:  # until each has the lock (it takes it in turn)
-                    time.sleep(0.001)
-            finally:
-                server.lock.acquire()
-        if stale() or session.ids != ids:
-            raise Superseded
+                pause()  # a newer call may have come while this one waited for the last
+                value = session.inside(pause)
+            except Superseded:
+                self.answer(204)
+                return
+            except Exception as e:  # a bug, as in call
+                traceback.print_exc()
+                self.refuse(500, f"picogpt hit a bug ({e!r}); the terminal has the details.")
+                return
+        self.answer(200, value)
 
     def compute(self, session: Session, kind: str, body: dict,
                 prompt_ids: list[int] | None) -> dict:
