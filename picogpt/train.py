@@ -6,6 +6,7 @@ text, and `python -m picogpt.train`, which writes a model folder the picogpt com
 
     python -m picogpt.train book.txt --name mine --steps 600
     picogpt "Once upon a time" --model_size mine
+    python -m picogpt.train book.txt --name small --n_vocab 512   # merges.py's own vocabulary
     python -m picogpt.train --task induction --name ind   # no text: induction.py's task
 
 Side effects: reading the text, writing the model folder (through store.py), a progress bar.
