@@ -22,6 +22,7 @@ from .errors import PicoGPTError
 WEIGHTS, CONFIG = "model.safetensors", "config.json"
 VOCABULARIES = (("vocab.json", "merges.txt"),  # byte-level BPE: GPT-2's
                 ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json"))  # WordPiece
+WHOLE = (("vocab.json", "merges.txt"), ("vocab.txt",))  # what read_vocab needs of each
 MODEL_ID = re.compile(r"([\w.-]+/)?[\w.-]+")  # "gpt2", "uer/gpt2-chinese-poem"
 
 
@@ -56,9 +57,8 @@ def cached_folder(model_id: str) -> Path | None:
 def is_complete(folder: Path) -> bool:
     """Whether folder holds the weights, the config and a whole vocabulary. picogpt downloads
     the weights last, so a folder that holds them holds whatever else it fetched."""
-    whole = [pair[:2] if pair[0] == "vocab.json" else pair[:1] for pair in VOCABULARIES]
     return all((folder / name).is_file() for name in (WEIGHTS, CONFIG)) and any(
-        all((folder / name).is_file() for name in names) for names in whole)
+        all((folder / name).is_file() for name in names) for names in WHOLE)
 
 
 def hub_folder(model_id: str) -> Path:
