@@ -287,12 +287,13 @@ def test_errors_come_in_the_pages_language(served, language, says):
         assert status == 403 and "密钥" in value["error"], value
 
 
-REDIRECT_RECORDER = """import os, stat, sys
+# a stand-in browser ($BROWSER): records its command line and the file it was given
+REDIRECT_RECORDER = """import json, os, stat, sys
 path = sys.argv[1].removeprefix("file://")
 with open(os.environ["RECORD"] + ".part", "w") as f:
-    f.write(repr({"argv": sys.argv[1:], "text": open(path).read(),
-                  "file": stat.S_IMODE(os.stat(path).st_mode),
-                  "dir": stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode)}))
+    json.dump({"argv": sys.argv[1:], "text": open(path).read(),
+               "file": stat.S_IMODE(os.stat(path).st_mode),
+               "dir": stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode)}, f)
 os.replace(os.environ["RECORD"] + ".part", os.environ["RECORD"])
 """
 
@@ -311,7 +312,7 @@ def test_the_browser_is_opened_on_a_private_file_not_on_the_secret(tiny, tmp_pat
         url = process.stdout.readline().strip()
         secret = url.split("token=")[1]
         wait_until(record.exists, process)
-        seen = eval(record.read_text())
+        seen = json.loads(record.read_text())
         assert secret not in " ".join(seen["argv"])
         assert url in seen["text"]
         assert seen["file"] == stat.S_IRUSR | stat.S_IWUSR and seen["dir"] == stat.S_IRWXU
@@ -327,7 +328,10 @@ def test_the_browser_is_opened_on_a_private_file_not_on_the_secret(tiny, tmp_pat
     assert not redirect.exists()  # removed when the server stops
 
 
-HOSTILE = ["<!--<script>", "</script><script>alert(1)</script>", "a\u2028b\u2029c <!-- -->"]
+# "<!--<script>" made the browser read the rest of the page as script before inlined data was
+# escaped; "</script>" ends the script unless escaped. (U+2028, escaped too for older engines,
+# is valid JavaScript since ES2019: Chromium cannot show it breaking a page.)
+HOSTILE = ["<!--<script>", "</script><script>alert(1)</script>"]
 
 
 @pytest.mark.parametrize("prompt", HOSTILE)
@@ -348,20 +352,21 @@ def test_a_hostile_prompt_renders_on_the_explore_page(tiny, browser, prompt):
         server.server_close()
 
 
-@pytest.mark.parametrize("prompt", HOSTILE)
-def test_a_hostile_prompt_renders_on_the_explain_page(tiny, browser, prompt):
+@pytest.mark.parametrize("name", HOSTILE)
+def test_a_hostile_model_name_renders_on_the_explain_page(tiny, browser, name):
+    """The --explain page inlines its data the same way; a model's name reaches its title."""
     from picogpt.page import explain
 
     encoder, hparams, params = load_encoder_hparams_and_params("124M", str(tiny.models_dir))
-    html = explain(prompt, encoder, hparams, params, n_tokens=2).html
+    html = explain(PROMPT, encoder, hparams, params, n_tokens=2,
+                   model={"name": name, "kind": "hf"}).html
     page = browser.new_page()
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.on("dialog", lambda dialog: errors.append(dialog.message) or dialog.dismiss())
     page.set_content(html)
-    n_tokens = len(encoder.prompt_ids(prompt)) + 2
+    n_tokens = len(encoder.prompt_ids(PROMPT)) + 2
     page.wait_for_function(f"document.querySelectorAll('#tokens .tok').length === {n_tokens}",
                            timeout=LIMIT * 1000)
-    inlined = page.evaluate("() => DATA.tokens.slice(0, DATA.n_prompt).map(t => t.id)")
-    assert inlined == encoder.prompt_ids(prompt) and errors == []
+    assert name in page.locator("#title").text_content() and errors == []
     page.close()
