@@ -150,7 +150,7 @@ WORDS = [
      "没有可以退回的一步：文本只有一个词元。"),
 ]
 HINTS = {  # the hints check_settings adds to a check's message
-    "1 is greedy; leave it unset for greedy decoding": "1 即贪心解码；不设置也是贪心解码",
+    "1 is greedy; leave it unset for greedy decoding": "1 即贪心解码；不设置则为贪心解码",
     "1 keeps every token; leave it unset for greedy decoding": "1 保留所有词元；不设置则为贪心解码",
     "1 keeps the model's probabilities; lower is more conservative":
         "1 保持模型给出的概率；越低越保守",
