@@ -1,18 +1,17 @@
-"""The demo model of docs/induction.md: train it, then draw its curve, its heads and its attention.
+"""The licence-text model (docs/trained-model.md, docs/induction.md's appendix): train it, then
+draw its curve and its attention.
 
     python -m scripts.figures.induction train --models_dir /tmp/demo/models
     python -m scripts.figures.induction views --models_dir /tmp/demo/models --out docs/induction
-    python -m scripts.figures.induction circuit --out docs/induction
 
 `train` runs picogpt.train on the licence texts Debian keeps in /usr/share/common-licenses
 (every Debian-based machine has them, and each may be copied verbatim), half of its windows
 replaced by random tokens with a run of them repeated, and prints how long it took. `views`
 reads the model and its curve.json and writes curve.png (the loss, and the loss on held-out
-first and second copies), heads.png (each head's previous-token and induction score at four
-moments), patterns.png (the attention of the two best-scoring heads on a repeated sentence, the
-tokens on both axes) and wpe-similarity.png, and prints the numbers the page quotes. `circuit`
-draws the same attention for the GPT-2 whose induction circuit is written by hand
-(scripts.fixtures.circuits). Every picture is labelled with the model it shows.
+first and second copies), patterns.png (the attention of the two best-scoring heads on a
+repeated sentence, the tokens on both axes) and wpe-similarity.png, and prints the numbers the
+pages quote. Every picture is labelled with the model it shows. The induction task's pictures
+are induction_task.py's.
 """
 
 import argparse
@@ -30,14 +29,12 @@ from picogpt.inside import (  # noqa: E402
     cosine_similarity,
     induction_score,
     previous_token_score,
-    repeated_tokens,
     trace,
 )
 from picogpt.load import load_encoder_hparams_and_params  # noqa: E402
 from picogpt.train import train  # noqa: E402
 from scripts.figures.common import (  # noqa: E402
     ATTENTION,
-    SCORES,
     SIMILARITY,
     heatmap,
     save,
@@ -94,36 +91,6 @@ def draw_curve(curve: dict, label: str, out: Path) -> int | None:
     return easy
 
 
-def draw_heads(curve: dict, label: str, out: Path, easy: int | None) -> None:
-    """Each head's scores at the start, just before and after the second copy became easy,
-    and at the end (four moments spread over training if it never did)."""
-    measured = curve["measured"]
-    index = {m["step"]: i for i, m in enumerate(measured)}
-    if easy is not None:
-        moments = [0, max(0, index[easy] - 1), index[easy], len(measured) - 1]
-    else:
-        moments = list(np.linspace(0, len(measured) - 1, 4).astype(int))
-    figure, grid = plt.subplots(2, 4, figsize=(13, 5.2), layout="constrained")
-    for column, i in enumerate(moments):
-        for row, kind in enumerate(("previous", "induction")):
-            scores = np.array(measured[i][kind])
-            axes = grid[row, column]
-            image = heatmap(axes, scores, None, SCORES,
-                            f"{kind.replace('previous', 'previous-token')} score, "
-                            f"step {measured[i]['step']}", colour_bar=False)
-            axes.set_xlabel("head")
-            if column == 0:
-                axes.set_ylabel("layer")
-            axes.set_xticks(range(scores.shape[1]))
-            axes.set_yticks(range(scores.shape[0]))
-            for (layer, head), value in np.ndenumerate(scores):
-                axes.text(head, layer, f"{value:.2f}", ha="center", va="center", fontsize=7,
-                          color="white" if value > 0.5 else "black")
-    figure.colorbar(image, ax=grid, shrink=0.8)
-    figure.suptitle(f"{label}: head scores on held-out repeated random tokens")
-    save(figure, out / "heads.png")
-
-
 def draw_patterns(params: dict, n_head: int, labels: list[str], ids, label: str,
                   path: Path) -> dict:
     """The attention of the best previous-token head and the best induction head on ids."""
@@ -151,7 +118,6 @@ def views(models_dir: str, name: str, out: Path) -> None:
     label = f"demo model ({hparams['n_layer']} layers, trained here, not GPT-2)"
     out.mkdir(parents=True, exist_ok=True)
     easy = draw_curve(curve, label, out)
-    draw_heads(curve, label, out, easy)
     last = curve["measured"][-1]
     print(f"second copy 1 nat easier than the first at step: {easy}")
     print(f"at the end (step {last['step']}): first copy {last['first']:.2f} nats, second copy "
@@ -197,20 +163,9 @@ def lens(encoder, params: dict, n_head: int) -> None:
               f"p(next) {probs[np.arange(len(targets)), targets].mean():.3f}")
 
 
-def circuit(out: Path) -> None:
-    from scripts.fixtures.circuits import induction_circuit
-
-    params = induction_circuit()
-    ids = repeated_tokens(8, seed=3, n_vocab=20)
-    labels = ["end" if i == 19 else f"t{i}" for i in ids]
-    best = draw_patterns(params, 3, labels, ids, "a GPT-2 with its circuit written by hand",
-                         out / "circuit.png")
-    print(f"written by hand: {best}")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=["train", "views", "circuit"])
+    parser.add_argument("what", choices=["train", "views"])
     parser.add_argument("--models_dir", default="/tmp/demo/models")
     parser.add_argument("--name", default="demo")
     parser.add_argument("--steps", type=int, default=SETTINGS["steps"])
@@ -218,10 +173,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.what == "train":
         train_demo(args.models_dir, args.name, args.steps)
-    elif args.what == "views":
-        views(args.models_dir, args.name, args.out)
     else:
-        circuit(args.out)
+        views(args.models_dir, args.name, args.out)
 
 
 if __name__ == "__main__":
