@@ -128,8 +128,9 @@ def ablate(params: dict, layer: int, head: int, n_head: int) -> dict:
     return {**params, "blocks": blocks}
 
 
-def train_task(task: str, name: str = "induction", models_dir: str = "models", n_layer: int = 2,
-               n_head: int = 2, n_embd: int = 64, n_ctx: int = 64, n_batch: int = 32,
+def train_task(task: str = "induction", name: str = "induction", models_dir: str = "models",
+               n_layer: int = 2, n_head: int = 2, n_embd: int = 64, n_ctx: int = 64,
+               n_batch: int = 32,
                steps: int = 1600, lr: float = 3e-3, warmup: int = 300, seed: int = 0,
                n_vocab: int = 64, block_min: int = 4, block_max: int = 32,
                lead_in_from: int = 600, lead_in_max: int = 24, curve_every: int = 25,
