@@ -20,8 +20,9 @@ sites open in the browser:
   replaced is answered as superseded instead of computed (`stop` supersedes a generation, which
   ends before its next token); the inside views, the one long computation (a second on 124M),
   run beside that one rather than under its lock (they read the params and a copy of the ids,
-  never the cache), one at a time, and stop as superseded at the logit lens's next row once
-  the text changed or a newer call for them came;
+  never the cache), one at a time; at the logit lens's next row they let a call that runs the
+  model finish first, and stop as superseded once the text changed or a newer call for them
+  came;
 - the text has a version, and a page that sends the version it last saw is refused (409,
   "changed") when another page has changed the text since: a second tab never silently
   changes what the first one shows;
@@ -226,9 +227,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.answer(200, value)
 
     def inside(self, session: Session, body: dict, stale, page: str) -> None:
-        """The inside views, outside the session's lock: a slider or a key is answered while
-        they compute. They stop as superseded at the logit lens's next row once the text
-        changed or a newer call for them came."""
+        """The inside views, outside the session's lock: a slider is answered while they
+        compute. At each of the logit lens's rows they let a call that runs the model (a key, a
+        step) finish first, since its matrix products would otherwise wait behind the lens's,
+        and stop as superseded once the text changed or a newer call for them came."""
         with self.server.lock:  # the text as it is between two calls
             if stale():
                 self.answer(204)
@@ -239,6 +241,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             ids = session.ids
 
         def pause() -> None:
+            with self.server.lock:  # after the call that holds it, if any
+                pass
             if stale() or session.ids != ids:
                 raise Superseded
 
