@@ -49,6 +49,7 @@ TEXT = {
         "split_heads": "split_heads: n_embd = n_head × d_head",
         "scores": "q @ k.T",
         "scale": "/ sqrt(d_head)",
+        "scale_note": "the code divides q first: the same numbers",
         "mask": "+ future_mask",
         "softmax": "softmax: each row sums to 1",
         "mix": "@ v: each query's weighted mix of the values",
@@ -86,6 +87,7 @@ TEXT = {
         "split_heads": "split_heads：n_embd = n_head × d_head",
         "scores": "q @ k.T",
         "scale": "/ sqrt(d_head)",
+        "scale_note": "代码里先除 q，结果相同",
         "mask": "+ future_mask",
         "softmax": "softmax：每行之和为 1",
         "mix": "@ v：每个查询对各个值的加权和",
@@ -109,15 +111,19 @@ def mono() -> list[str]:
     return [MONO, *matplotlib.rcParams["font.family"]]
 
 
-def box(axes, x, y, width, text, shape=None, colour="data", height=None):
-    """A rounded box centred at (x, y): a label and, below it, the array's shape in monospace."""
-    height = height or (0.95 if shape else 0.6)
+def box(axes, x, y, width, text, shape=None, colour="data", height=None, note=None):
+    """A rounded box centred at (x, y): a label and, below it, the array's shape in monospace,
+    then an optional small note."""
+    height = height or (1.25 if note else 0.95 if shape else 0.6)
     axes.add_patch(FancyBboxPatch((x - width / 2, y - height / 2), width, height,
                                   boxstyle="round,pad=0.02,rounding_size=0.12",
                                   fc=COLOURS[colour], ec=COLOURS["edge"], lw=1))
+    middle = y + 0.15 if note else y  # a note takes the bottom line
+    if note:
+        axes.text(x, y - 0.38, note, ha="center", va="center", fontsize=8, color="#555555")
     if shape:
-        axes.text(x, y + 0.17, text, ha="center", va="center", fontsize=10)
-        axes.text(x, y - 0.22, shape, ha="center", va="center", fontsize=8.5, family=mono(),
+        axes.text(x, middle + 0.17, text, ha="center", va="center", fontsize=10)
+        axes.text(x, middle - 0.22, shape, ha="center", va="center", fontsize=8.5, family=mono(),
                   color="#333333")
     else:
         axes.text(x, y, text, ha="center", va="center", fontsize=10)
@@ -231,7 +237,8 @@ def draw_attention(text: dict):
         steps[5] = (text["scale"], "124M 中 d_head = 64：除以 8", "attn", 7.45, 5.6)
     previous = None
     for label, shape, colour, y, width in steps:
-        bottom, top = box(axes, centre, y, width, label, shape, colour)
+        note = text["scale_note"] if label == text["scale"] else None  # model.py scales q
+        bottom, top = box(axes, centre, y, width, label, shape, colour, note=note)
         if previous:
             arrow(axes, previous, top)
         previous = bottom
