@@ -12,6 +12,7 @@ Object.assign(Views.TEXT.en, {
   lost: "The picogpt server is not answering (stopped?): start picogpt --explore again and open the address it prints.",
   pending: b => `not in the box: the bytes ${b}, part of a character the next pieces may finish (back one step takes them away)`,
   dropped: b => `Typing set the text from the box: the pending bytes ${b} were dropped.`,
+  retokenized: n => `Typing tokenized the text again: ${n === 1 ? "1 token" : `${n} tokens`} before the edit became other tokens (the strip shows the new ones).`,
 });
 Object.assign(Views.TEXT.zh, {
   mode_sample: "采样", mode_greedy: "贪心",
@@ -22,6 +23,7 @@ Object.assign(Views.TEXT.zh, {
   lost: "picogpt 服务器没有响应（已经停止？）：请重新运行 picogpt --explore，并打开它打印的地址。",
   pending: b => `未放进文本框：字节 ${b} 是某个字符的一部分，后面的片段可能把它补全（“退回一步”可以去掉它们）`,
   dropped: b => `输入让文本按文本框重新设置：待补全的字节 ${b} 已被丢弃。`,
+  retokenized: n => `输入后文本被重新切分为词元：编辑位置之前有 ${n} 个词元变成了别的词元（词元序列显示的是新的）。`,
 });
 const t = Views.t, $ = id => document.getElementById(id);
 const TOKEN = new URLSearchParams(location.search).get("token");
@@ -151,7 +153,10 @@ function showInside() {
 async function setText() {
   const dropped = state && state.pending;
   const value = await api("text", {prompt: $("prompt").value, ...settings()});
-  if (value) say("notice", dropped ? t("dropped")(dropped) : "");
+  if (value) {
+    say("notice", [dropped ? t("dropped")(dropped) : "",
+                   value.retokenized ? t("retokenized")(value.retokenized) : ""].filter(Boolean).join(" "));
+  }
   showState(value);
 }
 function after(value) {  // a step changed the text: the box shows its whole characters

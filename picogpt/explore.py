@@ -51,14 +51,17 @@ class Session:
 
     def set_ids(self, ids: list[int]) -> dict:
         """Make ids (from prompt_ids) the text: the model runs only the positions after the
-        part that stayed the same."""
+        part that stayed the same. "retokenized" counts the tokens before the edit that the
+        new ids split differently (a text built by picking tokens is not always the text's
+        own tokenization), so that the page can say so."""
+        changed = retokenized(self.ids, ids, self.encoder)
         same = next((i for i, (a, b) in enumerate(zip(self.ids, ids)) if a != b),
                     min(len(self.ids), len(ids)))
         same = min(same, len(ids) - 1)  # the last position runs again: its logits are needed
         self.cache.rewind(same)
         self.logits = prefill(ids[same:], self.params, self.n_head, self.cache)
         self.ids = ids
-        return self.state()
+        return {**self.state(), "retokenized": changed}
 
     def state(self) -> dict:
         """The text as the page shows it. Its box holds text, the pieces that form whole
@@ -147,3 +150,16 @@ def whole_pieces(pieces: list[bytes]) -> int:
         if not decoder.getstate()[0]:  # no bytes held back: a character boundary
             n_whole = i + 1
     return n_whole
+
+
+def retokenized(old: list[int], new: list[int], encoder: Encoder) -> int:
+    """How many of old's tokens, each wholly before the first byte where the two texts differ
+    (the token the edit touches excepted), new does not keep as they were."""
+    pieces = [encoder.decode_bytes([i]) for i in old]
+    before, after = b"".join(pieces), encoder.decode_bytes(new)
+    shared = next((i for i, (a, b) in enumerate(zip(before, after)) if a != b),
+                  min(len(before), len(after)))
+    ends = np.cumsum([len(data) for data in pieces])  # where each old token's bytes end
+    n_before = int(np.sum(ends < shared))
+    kept = next((i for i, (a, b) in enumerate(zip(old, new)) if a != b), min(len(old), len(new)))
+    return max(0, n_before - kept)

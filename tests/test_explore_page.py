@@ -357,3 +357,24 @@ def test_the_lens_covers_the_positions_the_attention_keeps(served, browser, monk
                                    atol=6e-4)  # shown to 3 decimals, from 4
     assert page.locator("#lens .note").inner_text().startswith(f"(positions {len(ids) - 10} to")
     assert page.errors == []
+
+
+def test_typing_after_picked_tokens_says_when_it_splits_them_again(served, browser, screen,
+                                                                    encoder):
+    """'Hello wor' + the picked token 'ld' is not how 'Hello world!' is tokenized: typing the
+    '!' re-encodes the text, and the page says that a token before the edit changed."""
+    page = open_page(browser, served.url, screen)
+    page.fill("#prompt", "Hello wor")
+    wait_strip(page, encoder.encode("Hello wor"))
+    page.evaluate(f"append({encoder.encode('ld')[0]})")  # as a click on that candidate does
+    wait_strip(page, [*encoder.encode("Hello wor"), *encoder.encode("ld")])
+    assert page.input_value("#prompt") == "Hello world"
+    assert not page.locator("#status").inner_text().strip()
+    page.locator("#prompt").press("End")
+    page.keyboard.type("!")
+    wait_strip(page, encoder.encode("Hello world!"))
+    assert page.locator("#status").inner_text().strip()  # not silently
+    page.keyboard.type("?")
+    wait_strip(page, encoder.encode("Hello world!?"))
+    assert not page.locator("#status").inner_text().strip()  # typing that keeps them: quiet
+    assert page.errors == []
