@@ -29,7 +29,7 @@ SHAPE = {"n_vocab": 21128, "n_ctx": 1024, "n_embd": 768, "n_head": 12, "n_layer"
 N_PROMPT, N_NEW = 16, 40
 # (n_layer, n_embd, n_head) of uer's GPT2-Chinese sizes, as their config.json files give them
 SIZES = {"distil": (6, 768, 12), "base": (12, 768, 12), "medium": (24, 1024, 16),
-         "large": (36, 1280, 20)}
+         "large": (36, 1280, 20), "GPT-2 124M, for comparison": (12, 768, 12)}
 
 
 def size_speeds(rounds: int) -> None:
@@ -39,21 +39,22 @@ def size_speeds(rounds: int) -> None:
     from scripts.fixtures.checkpoint import random_arrays
 
     for name, (n_layer, n_embd, n_head) in SIZES.items():
-        hparams = {**SHAPE, "n_layer": n_layer, "n_embd": n_embd, "n_head": n_head}
+        hparams = {**SHAPE, "n_layer": n_layer, "n_embd": n_embd, "n_head": n_head,
+                   "n_vocab": 50257 if name.startswith("GPT-2") else SHAPE["n_vocab"]}
         arrays = random_arrays(hparams, 0, sharp=False)
         params = nest({key.removeprefix("model/").replace("/", "."): a[0] if a.ndim == 3 else a
                        for key, a in arrays.items()})
         del arrays
         n_params = sum(a.size for a in leaves(params))
         speeds = []
-        for _ in range(rounds + 1):  # the first is untimed
-            cache = KVCache(params, n_head, N_PROMPT + N_NEW)
+        for n_new in [4] + [N_NEW] * rounds:  # the first, short, is untimed
+            cache = KVCache(params, n_head, N_PROMPT + n_new)
             next_id = int(np.argmax(prefill(list(range(1000, 1000 + N_PROMPT)), params, n_head,
                                             cache)))
             start = time.perf_counter()
-            for _ in range(N_NEW):
+            for _ in range(n_new):
                 next_id = int(np.argmax(decode_step(next_id, params, n_head, cache)))
-            speeds.append(N_NEW / (time.perf_counter() - start))
+            speeds.append(n_new / (time.perf_counter() - start))
         print(f"{name}: {n_layer} layers, n_embd {n_embd}, {n_params / 1e6:.1f}M parameters; "
               f"decode {N_NEW} after {N_PROMPT}: {statistics.median(speeds[1:]):.1f} tok/s "
               f"(median of {rounds}, {threads()} threads)", flush=True)
