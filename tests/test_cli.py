@@ -28,8 +28,9 @@ from picogpt.load import read_encoder
     (["hi", "--n_samples", "0"], "n_samples=0 is not a whole number from 1 up"),
     (["hi", "--n_tokens", "-3"], "n_tokens=-3 is not a whole number from 0 up"),
     (["hi", "--n_tokens", "many"], "n_tokens='many' is not a whole number from 0 up"),
-    (["hi", "--n_tokens", "200"], "prompt is 1 tokens; with n_tokens=200 that passes GPT-2's "
-                                  "limit of 128. Shorten the prompt or lower n_tokens."),
+    (["hi", "--n_tokens", "200"], "prompt is 1 tokens; with n_tokens=200 that passes the "
+                                  "model's limit of 128 tokens. Shorten the prompt or lower "
+                                  "n_tokens."),
     (["a\udcff"], "the prompt holds '\\udcff' at character 1, which is not valid Unicode"),
     (["hi", "there"], "picogpt takes one prompt, but got 2 words: 'hi' 'there'. Quote the"),
     (["hi", "--n_tokens"], "--n_tokens needs a value"),
