@@ -491,23 +491,32 @@ def test_repeated_windows_hold_a_run_that_comes_again_and_never_end_of_text():
 def test_a_tiny_model_learns_to_predict_a_repeated_random_run(vocab_dir):
     """Trained for seconds with picogpt's own functions on random tokens followed by their
     copy, a model finds the second copy far easier than the first (it may find the copy by
-    its position: the demo on docs/induction.md is what asks for an induction head)."""
+    its position: the demo on docs/induction.md is what asks for an induction head).
+
+    Whether 300 steps leave the first plateau depends on the seed and, through float rounding,
+    on the machine (seed 0 stayed at 5.06 nats on one host and learned on another): two runs of
+    three must learn, so one unlucky start fails nothing, and broken learning fails all three."""
     from picogpt.curve import measure, probes
     from picogpt.train import learning_rate
 
-    hparams = {"n_vocab": 256, "n_ctx": 32, "n_embd": 64, "n_head": 4, "n_layer": 2}
-    rng = np.random.default_rng(0)
-    params, state = init_params(hparams, rng), {"step": 0}
-    for step in range(300):
-        half = rng.integers(0, 255, (16, 16))
-        window = np.concatenate([half, half, half[:, :1]], axis=1)  # [16, 33]: a run, again
-        _, grads = loss_and_grads(window[:, :-1], window[:, 1:], params, 4)
-        params, state = adamw(params, grads, state, learning_rate(step, 300, 1e-2, 30))
-    texts = [{"ids": np.concatenate([run, run]), "first": np.arange(15),
-              "second": np.arange(16, 31)} for run in rng.choice(255, (4, 16))]
-    scores = measure(params, 4, texts)
-    assert scores["first"] > np.log(255) - 0.5  # random tokens stay as hard as chance
-    assert scores["second"] < scores["first"] - 3  # their copy is far easier
+    learned = []
+    for seed in range(3):
+        if sum(learned) == 2:
+            break
+        hparams = {"n_vocab": 256, "n_ctx": 32, "n_embd": 64, "n_head": 4, "n_layer": 2}
+        rng = np.random.default_rng(seed)
+        params, state = init_params(hparams, rng), {"step": 0}
+        for step in range(300):
+            half = rng.integers(0, 255, (16, 16))
+            window = np.concatenate([half, half, half[:, :1]], axis=1)  # [16, 33]: a run, again
+            _, grads = loss_and_grads(window[:, :-1], window[:, 1:], params, 4)
+            params, state = adamw(params, grads, state, learning_rate(step, 300, 1e-2, 30))
+        texts = [{"ids": np.concatenate([run, run]), "first": np.arange(15),
+                  "second": np.arange(16, 31)} for run in rng.choice(255, (4, 16))]
+        scores = measure(params, 4, texts)
+        assert scores["first"] > np.log(255) - 0.5  # random tokens stay as hard as chance
+        learned.append(scores["second"] < scores["first"] - 3)  # their copy is far easier
+    assert sum(learned) >= 2, learned
     assert len(probes(32, 256)) == 6
 
 
