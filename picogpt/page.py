@@ -32,6 +32,7 @@ from .inside import (
 )
 from .sampling import Step
 from .show import characters, piece, shown
+from .wordpiece import WordPiece
 
 # Attention is the bulk of the page: n_layer * n_head * n^2 float32s. Past this many bytes
 # (the 124M model's 144 heads at 72 positions) the page keeps the last positions only.
@@ -52,8 +53,9 @@ def page_data(ids: list[int], n_prompt: int, steps: list[Step], params: dict, n_
 
 def views(ids: list[int], params: dict, n_head: int, encoder: Encoder,
           pause: Callable[[], None] = lambda: None, lens_kept: bool = False) -> dict:
-    """The views of a text that every page shows: its tokens, attention, head scores, logit
-    lens and wpe similarity. pause is called after the trace and after each of the logit lens's
+    """The views of a text that every page shows: its tokens (and the vocabulary's kind, "bpe"
+    or "wordpiece", which the tokens' caption names), attention, head scores, logit lens and
+    wpe similarity. pause is called after the trace and after each of the logit lens's
     rows, the long part (the explore server stops there once the text has changed). With
     lens_kept, the logit lens covers only the positions the attention keeps, as the explore
     page asks on each edit (every position costs n_layer + 1 products with the unembedding)."""
@@ -81,6 +83,7 @@ def views(ids: list[int], params: dict, n_head: int, encoder: Encoder,
         heads["induction"] = induction_score(values, ids).round(4).tolist()
     return {
         "n_layer": n_layer, "n_head": n_head,
+        "vocabulary": "wordpiece" if isinstance(encoder, WordPiece) else "bpe",
         "tokens": [piece(encoder, i) for i in ids],
         "characters": characters([encoder.decode_bytes([i]) for i in ids]),
         "attention": {"first": first, "n": n_kept, "data": float32_base64(attention)},

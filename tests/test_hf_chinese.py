@@ -214,6 +214,28 @@ def test_explain_page_shows_one_token_per_character_without_bytes(small, tmp_pat
     np.testing.assert_allclose(attention[1], expected[1][0, :, -n:, -n:].numpy(), atol=1e-5)
 
 
+def test_the_tokens_caption_names_wordpiece_on_a_wordpiece_model(small, browser, tmp_path):
+    """A BERT-vocabulary model's page says its tokens are WordPiece tokens, in both languages,
+    not GPT-2's BPE pieces (its tokens never hold part of a character)."""
+    folder, _ = small
+    path = tmp_path / "page.html"
+    done = picogpt(PROMPT, "--hf", str(folder), "--n_tokens", "2", "--ignore_end",
+                   "--explain", str(path))
+    assert done.returncode == 0, done.stderr
+    assert page_json(path)["vocabulary"] == "wordpiece"
+    for locale, lang in (("en-US", "en"), ("zh-CN", "zh")):
+        context = browser.new_context(locale=locale)
+        page = context.new_page()
+        page.goto(path.as_uri())
+        caption = page.locator("#n_tokens").inner_text()
+        assert "WordPiece" in caption and "BPE" not in caption, (lang, caption)
+        assert ("词元" in caption) == (lang == "zh"), caption
+        page.click("#lang button[data-lang=" + ("zh" if lang == "en" else "en") + "]")
+        switched = page.locator("#n_tokens").inner_text()
+        assert "WordPiece" in switched and switched != caption, switched
+        context.close()
+
+
 def test_explore_session_on_a_chinese_model(small):
     folder, model = small
     encoder, hparams, params = load_hf(str(folder))

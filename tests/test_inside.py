@@ -491,6 +491,7 @@ def test_the_chinese_page_hovers_captions_and_tooltips_are_chinese(tiny, vocab_d
     english = words()
     assert not any(has_chinese(english[key]) for key in ("captions", "step", "tip", "heads"))
     assert english["tip"].startswith(f"layer 0 head 0: query {n - 1} ")
+    assert "Each BPE piece" in english["captions"] and "WordPiece" not in english["captions"]
     page.click("#lang button[data-lang=zh]")
     assert words() == chinese
     context.close()
