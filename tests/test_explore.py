@@ -7,7 +7,6 @@ import json
 import signal
 import subprocess
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -308,9 +307,11 @@ def test_a_port_that_is_taken_is_one_line(tiny, served):
     assert request(served, path="/api/next")[0] == 200  # the server on that port goes on
 
 
-def slow_lens(monkeypatch, seconds: float, started: threading.Event):
-    """Make each logit-lens row of the inside views take seconds (the tiny model's take
-    microseconds; 124M's ~70 ms each, a second in all for 100 tokens)."""
+def slow_lens(monkeypatch, started: threading.Event, release: threading.Event):
+    """Hold each logit-lens row of the inside views until release is set (the tiny model's
+    rows take microseconds; 124M's ~70 ms each, a second in all for 100 tokens): the views are
+    then still computing for as long as a test needs. started is set when the first row
+    begins. A row waits at most a minute, so a server that never answers cannot hang the test."""
     import picogpt.page
 
     rows = picogpt.page.lens_rows
@@ -318,7 +319,7 @@ def slow_lens(monkeypatch, seconds: float, started: threading.Event):
     def slow(*args, **kwargs):
         started.set()
         for row in rows(*args, **kwargs):
-            time.sleep(seconds)
+            release.wait(60)
             yield row
 
     monkeypatch.setattr(picogpt.page, "lens_rows", slow)
@@ -327,29 +328,39 @@ def slow_lens(monkeypatch, seconds: float, started: threading.Event):
 def test_a_slider_during_the_inside_views_is_answered_first_and_an_edit_stops_them(
         served, monkeypatch):
     """The inside views are the one long computation: a slider move or an edit that arrives
-    meanwhile waits at most one lens row, not for the whole; an edit makes them stale, so they
-    stop and are answered as superseded, and the edit is answered."""
-    started, finished = threading.Event(), []
+    meanwhile is answered while they compute, not after them; an edit makes them stale, so they
+    stop and are answered as superseded, and the edit is answered. The lens rows wait for the
+    test's word, so the order is the server's, not the machine's speed."""
+    answers = {}
 
-    def inside():
-        finished.append(("inside", request(served, path="/api/inside", body=b'{"seq": 1}')))
+    def ask(name: str, path: str, body: bytes, done: threading.Event) -> threading.Thread:
+        def run():
+            answers[name] = request(served, path=path, body=body)
+            done.set()
+        thread = threading.Thread(target=run)
+        thread.start()
+        return thread
 
-    slow_lens(monkeypatch, 0.4, started)  # 3 rows on the tiny model: 1.2 s in all
-    worker = threading.Thread(target=inside)
-    worker.start()
-    assert started.wait(10)
-    finished.append(("next", request(served, path="/api/next", body=b'{"temperature": 0.5}')))
-    worker.join(10)
-    assert [kind for kind, _ in finished] == ["next", "inside"]
-    assert finished[0][1][0] == 200 and finished[1][1][0] == 200  # the views went on after
-    assert len(finished[1][1][1]["lens"]["probs"]) == 3  # all rows: embeddings and 2 blocks
-
-    finished.clear()
-    started.clear()
-    worker = threading.Thread(target=inside)
-    worker.start()
-    assert started.wait(10)
-    edit = request(served, path="/api/text", body=json.dumps({"prompt": "Alan"}).encode())
-    worker.join(10)
-    assert edit[0] == 200 and edit[1]["text"] == "Alan"
-    assert finished == [("inside", (204, ""))]
+    for seq, (name, path, body) in enumerate(
+            [("next", "/api/next", b'{"temperature": 0.5}'),
+             ("edit", "/api/text", json.dumps({"prompt": "Alan"}).encode())], start=1):
+        started, release, inside_done, done = (threading.Event() for _ in range(4))
+        slow_lens(monkeypatch, started, release)
+        inside = ask("inside", "/api/inside", json.dumps({"seq": seq}).encode(), inside_done)
+        try:
+            assert started.wait(30)  # the views are in the lens, held there
+            other = ask(name, path, body, done)
+            # answered while the lens is still held: the views let it go first
+            assert done.wait(30), f"{name} waited for the inside views"
+            assert not inside_done.is_set()
+        finally:
+            release.set()
+        inside.join(30)
+        other.join(30)
+        assert inside_done.is_set()
+        if name == "next":
+            assert answers["next"][0] == 200 and answers["inside"][0] == 200  # the views went on
+            assert len(answers["inside"][1]["lens"]["probs"]) == 3  # embeddings and 2 blocks
+        else:
+            assert answers["edit"][0] == 200 and answers["edit"][1]["text"] == "Alan"
+            assert answers["inside"] == (204, "")  # stale after the edit: superseded
