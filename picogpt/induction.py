@@ -27,8 +27,9 @@ from .checks import whole_number
 from .command import run_command
 from .errors import PicoGPTError
 from .inside import first_token_score, induction_score, previous_token_score, trace
+from .prepare import check_settings, new_model_dir
 from .store import save_model
-from .train import check_settings, init_params, learn, new_model_dir
+from .train import init_params, learn
 
 COPY_LENGTHS = (5, 8, 13, 21, 29)  # the probes' runs: every length a different distance
 LEAD_IN = 20  # random tokens before a probe's run "with lead-in", fewer if the context is short

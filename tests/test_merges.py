@@ -204,10 +204,10 @@ def test_the_memory_check_counts_the_learned_vocabulary_not_gpt2s(tmp_path, monk
     """On a machine of 8 GiB, 64 windows of 1,024 need ~28 GiB with GPT-2's 50,257 tokens and
     ~4 GiB with 260: only the first is refused for memory (the second then finds the text too
     short, before any step)."""
-    from picogpt import train as train_module
+    from picogpt import prepare
 
     pages = {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 8 * 2**30 // 4096}
-    monkeypatch.setattr(train_module.os, "sysconf", pages.__getitem__)
+    monkeypatch.setattr(prepare.os, "sysconf", pages.__getitem__)
     text = tmp_path / "t.txt"
     text.write_text("hello world, " * 100, encoding="utf-8")
     shape = ["--n_ctx", "1024", "--n_batch", "64", "--models_dir", str(tmp_path / "models")]
