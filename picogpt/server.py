@@ -1,8 +1,9 @@
 """The --explore page's server: the standard library's HTTP server, on 127.0.0.1 only.
 
-Owns the web side of an exploring session (explore.py owns the session): the page itself, and
-a small JSON API the page calls. It is safe to leave running on a shared machine or with other
-sites open in the browser:
+Owns the web side of an exploring session (explore.py owns the session, calls.py the order of
+its API calls): the address, the secret, the page itself, and reading and answering the small
+JSON API the page calls. Must not compute (the session does) or decide which call runs when.
+It is safe to leave running on a shared machine or with other sites open in the browser:
 
 - it binds 127.0.0.1, and answers only a Host header that is the address it printed and an
   Origin, when there is one, that is that address (so a page of another site, or a name
@@ -16,16 +17,8 @@ sites open in the browser:
   and closes the connection, so a body it left unread is never read as a request;
 - a silent connection is closed after `idle` seconds, 64 may wait to be accepted, and a
   client that leaves (a closed tab) is let go without a word;
-- one computation runs at a time, and a request of a kind that a newer one of the same kind has
-  replaced is answered as superseded instead of computed (`stop` supersedes a generation, which
-  ends before its next token); the inside views, the one long computation (a second on 124M),
-  run beside that one rather than under its lock (they read the params and a copy of the ids,
-  never the cache), one at a time; at the logit lens's next row they let a call that runs the
-  model finish first, and stop as superseded once the text changed or a newer call for them
-  came;
-- the text has a version, and a page that sends the version it last saw is refused (409,
-  "changed") when another page has changed the text since: a second tab never silently
-  changes what the first one shows;
+- one computation runs at a time, a superseded request is not computed, and a page that last saw
+  an older version of the text than another page made is refused: calls.py owns that order;
 - it never reads or writes a path a request names: it serves one page and the API, nothing else;
 - a bad request gets a JSON error the page shows; the server keeps answering.
 """
@@ -36,20 +29,15 @@ import json
 import secrets
 import sys
 import threading
-import traceback
 from urllib.parse import urlparse
 
 from . import gate
+from .calls import Calls
 from .checks import whole_number
 from .errors import PicoGPTError
 from .explore import Session
 from .gate import settings
 from .page import fill
-
-
-class Superseded(Exception):
-    """A computation whose answer a newer request has made useless."""
-
 
 API = ("state", "text", "next", "append", "draw", "back", "generate", "stop", "inside")
 
@@ -84,8 +72,8 @@ class ExploreServer(http.server.ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
-class Handler(http.server.BaseHTTPRequestHandler):
-    """One request: checked, then the page or one API call."""
+class Handler(Calls, http.server.BaseHTTPRequestHandler):
+    """One request: checked, then the page or one API call (calls.py's Calls)."""
 
     server: ExploreServer
     protocol_version = "HTTP/1.1"
@@ -171,112 +159,6 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.answer(200, {"stopped": True})
             return
         self.call(kind, body, number, key)
-
-    def changed_elsewhere(self, version: int | None, page: str) -> bool:
-        """Whether another page changed the text after the version this page last saw."""
-        return version is not None and any(writer != page
-                                           for writer in self.server.writers[version:])
-
-    def call(self, kind: str, body: dict, number: int, key: tuple[str, str]) -> None:
-        """Run one API call with the session, unless a newer one of its kind from the same
-        page came first."""
-        session, prompt_ids = self.server.session, None
-
-        def stale() -> bool:
-            return self.server.latest.get(key, number) > number
-
-        if kind == "text":  # tokenized before the lock: a long word's BPE holds up no one
-            try:
-                prompt = gate.prompt(body.get("prompt", ""), session.n_ctx)
-                prompt_ids = session.prompt_ids(prompt)
-            except (gate.Refused, PicoGPTError) as e:
-                self.refuse(getattr(e, "status", 400), str(e))
-                return
-        if kind == "inside":
-            self.inside(session, body, stale, key[0])
-            return
-        with self.server.lock:
-            if stale():
-                self.answer(204)
-                return
-            if kind != "state" and self.changed_elsewhere(body.get("version"), key[0]):
-                self.answer(409, {"changed": True, "error": "another page changed the text"})
-                return
-            ids = session.ids
-            try:
-                if kind == "generate":
-                    self.stream(session, body, stale, ids, key[0])
-                    return
-                value = self.compute(session, kind, body, prompt_ids)
-                if session.ids != ids:
-                    self.server.writers.append(key[0])
-                if "tokens" in value:
-                    value["version"] = len(self.server.writers)
-            except Superseded:
-                self.answer(204)
-                return
-            except PicoGPTError as e:
-                self.refuse(400, str(e))
-                return
-            except (ConnectionError, TimeoutError):  # the client left: handle_error lets it go
-                raise
-            except Exception as e:  # a bug: said on the page and in the terminal, served on
-                traceback.print_exc()
-                self.refuse(500, f"picogpt hit a bug ({e!r}); the terminal has the details.")
-                return
-        self.answer(200, value)
-
-    def inside(self, session: Session, body: dict, stale, page: str) -> None:
-        """The inside views, outside the session's lock: a slider is answered while they
-        compute. At each of the logit lens's rows they let a call that runs the model (a key, a
-        step) finish first, since its matrix products would otherwise wait behind the lens's,
-        and stop as superseded once the text changed or a newer call for them came."""
-        with self.server.lock:  # the text as it is between two calls
-            if stale():
-                self.answer(204)
-                return
-            if self.changed_elsewhere(body.get("version"), page):
-                self.answer(409, {"changed": True, "error": "another page changed the text"})
-                return
-            ids = session.ids
-
-        def pause() -> None:
-            with self.server.lock:  # after the call that holds it, if any
-                pass
-            if stale() or session.ids != ids:
-                raise Superseded
-
-        with self.server.inside:
-            try:
-                pause()  # a newer call may have come while this one waited for the last
-                value = session.inside(pause)
-            except Superseded:
-                self.answer(204)
-                return
-            except Exception as e:  # a bug, as in call
-                traceback.print_exc()
-                self.refuse(500, f"picogpt hit a bug ({e!r}); the terminal has the details.")
-                return
-        self.answer(200, value)
-
-    def compute(self, session: Session, kind: str, body: dict,
-                prompt_ids: list[int] | None) -> dict:
-        """The JSON answer of one call that is neither a stream nor the inside views (the
-        text's ids come tokenized)."""
-        sampling = settings(body, session.n_vocab)  # before the text changes
-        if kind == "state":
-            state = session.state()
-        elif kind == "text":
-            state = session.set_ids(prompt_ids)
-        elif kind == "append":
-            state = session.append(body.get("token"))
-        elif kind == "draw":
-            state = session.draw(sampling, body.get("seed", 0))
-        elif kind == "back":
-            state = session.back()
-        else:
-            state = {}
-        return {**state, "next": session.next(sampling)}
 
     def stream(self, session: Session, body: dict, stale, ids: list[int], page: str) -> None:
         """Generate: each token as a line of JSON as it is made, then the text's state and
