@@ -1,13 +1,13 @@
 """The `picogpt` command: prompt in, GPT-2's continuation streamed out, the prompt scored, or a
 page to explore the model.
 
-Owns what each of the command's modes does: `generate_text` (the default), `score_text`
-(`--score`), `explore_model` (`--explore`), and which flags each takes. Each checks its settings
-before anything loads, loads the model the flags name (models.py), runs the engine, and hands
-what came back to terminal.py, which prints it, or to the explore server. Reading the command
-line, the error lines and the exit codes are command.py's, shared with `python -m
-picogpt.train`. The data flows one way: prompt -> encoder.encode -> generate -> encoder.decode
--> stdout.
+Owns what the command's modes do and which flags each takes: `generate_text` (the default) and
+`score_text` (`--score`) here, `explore_model` (`--explore`) in explore_mode.py, which it
+routes to and whose --help gets the same model flags. Each checks its settings before anything
+loads, loads the model the flags name (models.py), runs the engine, and hands what came back to
+terminal.py, which prints it. Must not read the command line, write error lines or choose exit
+codes: those are command.py's, shared with `python -m picogpt.train`. The data flows one way:
+prompt -> encoder.encode -> generate -> encoder.decode -> stdout.
 """
 
 import inspect
@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator
 from .checks import whole_number
 from .command import ending, read_prompt, run_command
 from .errors import PicoGPTError
+from .explore_mode import explore_model
 from .generate import check_settings, generate, generate_samples, generate_steps
 from .models import load_model
 from .page import check_path, page_data, write_page
@@ -168,48 +169,6 @@ def score_text(prompt: str = "", stride: int | None = None, top: int = 0, json: 
             bar.update(len(window.logprobs))
     scores = join_scores(windows)
     print_scores(ids, scores, summary(text, scores), encoder, top, json)
-
-
-def explore_model(prompt: str = "", port: int | None = None, no_browser: bool = False,
-                  prompt_file: str | None = None, model_size: str = "124M",
-                  models_dir: str = "models", base_url: str | None = None,
-                  hf: str | None = None) -> None:
-    """picogpt [PROMPT] --explore: a page on 127.0.0.1 to explore the model by playing.
-
-    Edit the prompt and watch its tokens and the next token's distribution; move the
-    temperature, top-k, top-p and repetition penalty and see the distribution change at once;
-    take a token (the greedy one, one drawn with a seed, or any candidate), go back a step,
-    generate several; look inside: attention, head scores, logit lens, wpe. It prints the
-    page's address, with a secret every request must carry, and opens it in a browser. Ctrl-C
-    stops it.
-
-    Args:
-        prompt: The text the page starts with, exactly as typed.
-        port: Serve on this port of 127.0.0.1; unset picks a free one.
-        no_browser: Print the address without opening a browser.
-        prompt_file: Read the starting text from this UTF-8 file ('-' for standard input).
-    """
-    if port is not None:
-        whole_number("port", port, 1, 65535, "or leave it unset for a free one")
-    from contextlib import nullcontext  # here, not at the top: generating never needs them
-
-    from .browser import browser_opened
-    from .explore import Session
-    from .server import ExploreServer
-
-    text = read_prompt(prompt, prompt_file)
-    encoder, hparams, params, model = load_model(model_size, models_dir, base_url, hf)
-    session = Session(encoder, hparams, params, model)
-    server = ExploreServer(session, port or 0, text)
-    print(f"picogpt: exploring {model['where']} at {server.url}", file=sys.stderr)
-    print(server.url, flush=True)
-    try:
-        with nullcontext() if no_browser else browser_opened(server.url):
-            server.serve_forever(0.2)
-    except KeyboardInterrupt:
-        raise KeyboardInterrupt("the explore server stopped.") from None
-    finally:
-        server.server_close()
 
 
 for mode_function in (generate_text, score_text, explore_model):

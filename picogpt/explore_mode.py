@@ -1,0 +1,57 @@
+"""The `picogpt --explore` mode: the model served on 127.0.0.1 as a page to explore it.
+
+Owns what the mode does as a process: check its port before anything loads, read the prompt,
+load the model the flags name (models.py), start the server (server.py) on an exploring session
+(explore.py), print its address, open the browser (browser.py) unless told not to, and stop on
+Ctrl-C. cli.py routes `--explore` here and adds the model flags to its --help. Must not
+compute (the session does), answer a request (the server does) or read the command line
+(command.py does).
+"""
+
+import sys
+
+from .checks import whole_number
+from .command import read_prompt
+from .models import load_model
+
+
+def explore_model(prompt: str = "", port: int | None = None, no_browser: bool = False,
+                  prompt_file: str | None = None, model_size: str = "124M",
+                  models_dir: str = "models", base_url: str | None = None,
+                  hf: str | None = None) -> None:
+    """picogpt [PROMPT] --explore: a page on 127.0.0.1 to explore the model by playing.
+
+    Edit the prompt and watch its tokens and the next token's distribution; move the
+    temperature, top-k, top-p and repetition penalty and see the distribution change at once;
+    take a token (the greedy one, one drawn with a seed, or any candidate), go back a step,
+    generate several; look inside: attention, head scores, logit lens, wpe. It prints the
+    page's address, with a secret every request must carry, and opens it in a browser. Ctrl-C
+    stops it.
+
+    Args:
+        prompt: The text the page starts with, exactly as typed.
+        port: Serve on this port of 127.0.0.1; unset picks a free one.
+        no_browser: Print the address without opening a browser.
+        prompt_file: Read the starting text from this UTF-8 file ('-' for standard input).
+    """
+    if port is not None:
+        whole_number("port", port, 1, 65535, "or leave it unset for a free one")
+    from contextlib import nullcontext  # here, not at the top: generating never needs them
+
+    from .browser import browser_opened
+    from .explore import Session
+    from .server import ExploreServer
+
+    text = read_prompt(prompt, prompt_file)
+    encoder, hparams, params, model = load_model(model_size, models_dir, base_url, hf)
+    session = Session(encoder, hparams, params, model)
+    server = ExploreServer(session, port or 0, text)
+    print(f"picogpt: exploring {model['where']} at {server.url}", file=sys.stderr)
+    print(server.url, flush=True)
+    try:
+        with nullcontext() if no_browser else browser_opened(server.url):
+            server.serve_forever(0.2)
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt("the explore server stopped.") from None
+    finally:
+        server.server_close()
