@@ -7,11 +7,11 @@ import json
 import signal
 import subprocess
 import threading
-import time
 
 import numpy as np
 import pytest
 import test_explore
+from conftest import wait_until
 from test_explore import PROMPT, next_logits, set_knob, slow_lens, strip_ids
 from test_load import PICOGPT
 from test_load_faults import default_sigint
@@ -55,13 +55,6 @@ def open_page(browser, url: str, screen: tuple[str, int]):
     page.goto(url)
     page.wait_for_function("document.querySelectorAll('#cands .p.after').length > 0")
     return page
-
-
-def wait_until(happened) -> None:
-    deadline = time.monotonic() + LIMIT
-    while not happened():
-        assert time.monotonic() < deadline, f"waited {LIMIT} s for it"
-        time.sleep(0.05)
 
 
 def wait_strip(page, ids: list[int]) -> None:
@@ -163,19 +156,28 @@ def test_a_new_tab_shows_the_sessions_text_and_never_silently_changes_anothers(
     assert first.errors == [] and second.errors == []
 
 
-def slow_steps(monkeypatch, seconds: float) -> None:
-    """Pace the server's generation (the tiny model makes a token in a millisecond)."""
+def held_steps(monkeypatch, free: int) -> threading.Event:
+    """Hold the server's generation after `free` steps until the event this returns is set (the
+    tiny model makes a token in a millisecond): a generation is then still running for as long
+    as the test needs, on any machine. A step waits at most LIMIT seconds."""
     import picogpt.explore
 
-    step = picogpt.explore.decode_step
-    monkeypatch.setattr(picogpt.explore, "decode_step",
-                        lambda *args: time.sleep(seconds) or step(*args))
+    step, release, taken = picogpt.explore.decode_step, threading.Event(), []
+
+    def held(*args):
+        taken.append(1)
+        if len(taken) > free:
+            release.wait(LIMIT)
+        return step(*args)
+
+    monkeypatch.setattr(picogpt.explore, "decode_step", held)
+    return release
 
 
 def test_generation_disables_what_would_desync_and_stop_ends_it(served, browser, screen,
                                                                monkeypatch, encoder):
     page = open_page(browser, served.url, screen)
-    slow_steps(monkeypatch, 0.1)
+    release = held_steps(monkeypatch, 2)
     n_prompt = len(encoder.encode(PROMPT))
     page.fill("#n_generate", "60")
     page.click("#generate")
@@ -184,7 +186,9 @@ def test_generation_disables_what_would_desync_and_stop_ends_it(served, browser,
                     "#cands button.name >> nth=0"):
         assert not page.locator(control).is_editable() if control == "#prompt" else \
             page.locator(control).is_disabled(), control
-    page.click("#stop")
+    with page.expect_response(lambda response: "/api/stop" in response.url, timeout=LIMIT * 1000):
+        page.click("#stop")  # answered once the server has marked the generation as stopped
+    release.set()  # the step under way ends; the stop keeps the next one from starting
     page.wait_for_function("!document.getElementById('generate').disabled")
     wait_answered(page)
     ids = served.session.ids
@@ -197,12 +201,13 @@ def test_generation_disables_what_would_desync_and_stop_ends_it(served, browser,
 def test_a_double_click_on_generate_gives_n_tokens(served, browser, screen, monkeypatch,
                                                    encoder):
     page = open_page(browser, served.url, screen)
-    slow_steps(monkeypatch, 0.02)
+    release = held_steps(monkeypatch, 1)
     n_prompt = len(encoder.encode(PROMPT))
     page.fill("#n_generate", "5")
     page.click("#generate")  # a slow double click: the second lands once a token is out
     page.wait_for_function(f"document.querySelectorAll('#tokens .tok').length > {n_prompt}")
     page.click("#generate", force=True)  # at once, even on a button that says it is disabled
+    release.set()
     wait_until(lambda: len(served.session.ids) >= n_prompt + 5 and not served.lock.locked()
                and strip_ids(page) == served.session.ids
                and page.evaluate("window.pending") == 0)
@@ -263,12 +268,13 @@ def test_the_inside_views_say_they_are_computing(served, browser, screen, monkey
                                                  encoder):
     page = open_page(browser, served.url, screen)
     page.wait_for_function("document.querySelectorAll('#attn-x .label').length > 0")
-    started = threading.Event()
-    slow_lens(monkeypatch, 0.5, started)
+    started, release = threading.Event(), threading.Event()
+    slow_lens(monkeypatch, started, release)  # the views compute until the test says
     page.fill("#prompt", "The cat sat")
     assert started.wait(LIMIT)
     page.wait_for_selector("#inside-busy", state="visible")
     assert float(page.evaluate("getComputedStyle(document.getElementById('heads')).opacity")) < 1
+    release.set()
     page.wait_for_selector("#inside-busy", state="hidden")
     assert page.evaluate("getComputedStyle(document.getElementById('heads')).opacity") == "1"
     assert len(page.locator("#attn-x .label").all()) == len(encoder.encode("The cat sat"))
