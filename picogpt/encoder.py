@@ -33,6 +33,20 @@ def bytes_to_unicode() -> dict[int, str]:
             **{b: chr(256 + i) for i, b in enumerate(unprintable)}}
 
 
+def merge_pair(tokens: tuple | list, pair: tuple[str, str]) -> tuple:
+    """tokens with every occurrence of pair, left to right, joined into one token: one step of
+    BPE, when encoding (encoder.bpe) and when learning merges (merges.py)."""
+    merged, i = [], 0
+    while i < len(tokens):
+        if i + 1 < len(tokens) and (tokens[i], tokens[i + 1]) == pair:
+            merged.append(tokens[i] + tokens[i + 1])
+            i += 2
+        else:
+            merged.append(tokens[i])
+            i += 1
+    return tuple(merged)
+
+
 def added_bytes(encoder, previous: list[int], token: int) -> bytes:
     """The bytes token adds to a text that ends with the ids in previous (the last one is
     enough): a BPE token's own bytes; for WordPiece, whose space before a word depends on the
@@ -65,16 +79,8 @@ class Encoder:
             best = min(pairs, key=lambda pair: self.ranks.get(pair, float("inf")))
             if best not in self.ranks:
                 break
-            merged, i = [], 0
-            while i < len(parts):  # merge every occurrence of best, left to right
-                if i + 1 < len(parts) and (parts[i], parts[i + 1]) == best:
-                    merged.append(parts[i] + parts[i + 1])
-                    i += 2
-                else:
-                    merged.append(parts[i])
-                    i += 1
-            parts = merged
-        return parts
+            parts = merge_pair(parts, best)
+        return list(parts)
 
     def encode(self, text: str) -> list[int]:
         """Token ids of text; "<|endoftext|>" written in the text is plain text, as in OpenAI's."""

@@ -19,7 +19,7 @@ takes seconds. No I/O: train.py writes the files.
 import heapq
 from collections import Counter, defaultdict
 
-from .encoder import PIECES, SPECIAL, bytes_to_unicode
+from .encoder import PIECES, SPECIAL, bytes_to_unicode, merge_pair
 from .errors import PicoGPTError
 
 N_BYTES = 256  # byte tokens every byte-level vocabulary starts from: any text encodes
@@ -45,19 +45,6 @@ def count_pairs(pieces: Counter) -> Counter:
 def best_pair(counts: Counter) -> tuple[str, str]:
     """The most frequent pair; of pairs equally frequent, the first in string order."""
     return min(counts, key=lambda pair: (-counts[pair], pair))
-
-
-def merge_pair(tokens: tuple, pair: tuple[str, str]) -> tuple:
-    """tokens with every occurrence of pair, left to right, joined into one token."""
-    merged, i = [], 0
-    while i < len(tokens):
-        if i + 1 < len(tokens) and (tokens[i], tokens[i + 1]) == pair:
-            merged.append(tokens[i] + tokens[i + 1])
-            i += 2
-        else:
-            merged.append(tokens[i])
-            i += 1
-    return tuple(merged)
 
 
 def learn_merges(text: str, n_vocab: int) -> tuple[list[tuple[str, str]], dict[str, tuple]]:
