@@ -48,7 +48,7 @@ const Views = (() => {
       scale_wpe: "cosine similarity: black is 0 or below, white is 1",
       settings: (S, M, n, p, g) => `${modelName(M, "en")}: ${n} tokens (${p} prompt, ${g} generated). ` +
         (S.top_k === null && S.top_p === null ? "greedy" :
-         `sampling: temperature ${S.temperature}, top_k ${S.top_k}, top_p ${S.top_p}, seed ${S.seed}`) +
+         `sampling: temperature ${S.temperature}, top_k ${S.top_k ?? "off"}, top_p ${S.top_p ?? "off"}, seed ${S.seed ?? "none"}`) +
         `, repetition penalty ${S.repetition_penalty}.`,
       released: size => `GPT-2 ${size}`,
       trained: (name, M) => `"${name}", a ${M.n_layer}-layer model trained by picogpt (not GPT-2)`,
@@ -98,7 +98,7 @@ const Views = (() => {
       scale_wpe: "余弦相似度：黑色为 0 及以下，白色为 1",
       settings: (S, M, n, p, g) => `${modelName(M, "zh")}：共 ${n} 个词元（提示词 ${p} 个，生成 ${g} 个）。` +
         (S.top_k === null && S.top_p === null ? "贪心解码" :
-         `采样：温度 ${S.temperature}，top_k ${S.top_k}，top_p ${S.top_p}，随机种子 ${S.seed}`) +
+         `采样：温度 ${S.temperature}，top_k ${S.top_k ?? "未设置"}，top_p ${S.top_p ?? "未设置"}，随机种子 ${S.seed ?? "未设置"}`) +
         `，重复惩罚 ${S.repetition_penalty}。`,
       released: size => `GPT-2 ${size}`,
       trained: (name, M) => `“${name}”，picogpt 训练的 ${M.n_layer} 层模型（不是 GPT-2）`,

@@ -492,6 +492,9 @@ def test_the_chinese_page_hovers_captions_and_tooltips_are_chinese(tiny, vocab_d
     assert not any(has_chinese(english[key]) for key in ("captions", "step", "tip", "heads"))
     assert english["tip"].startswith(f"layer 0 head 0: query {n - 1} ")
     assert "Each BPE piece" in english["captions"] and "WordPiece" not in english["captions"]
+    # top_p was not set: the settings line says so in words, never JavaScript's null
+    assert "top_p off" in english["settings"] and "top_p 未设置" in chinese["settings"]
+    assert "null" not in english["settings"] + chinese["settings"]
     page.click("#lang button[data-lang=zh]")
     assert words() == chinese
     context.close()
