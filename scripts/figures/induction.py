@@ -3,6 +3,8 @@ draw its curve and its attention.
 
     python -m scripts.figures.induction train --models_dir /tmp/demo/models
     python -m scripts.figures.induction views --models_dir /tmp/demo/models --out docs/induction
+    python -m scripts.figures.induction views --models_dir /tmp/demo/models --out docs/induction \
+        --language zh
 
 `train` runs picogpt.train on the licence texts Debian keeps in /usr/share/common-licenses
 (every Debian-based machine has them, and each may be copied verbatim), half of its windows
@@ -10,8 +12,9 @@ replaced by random tokens with a run of them repeated, and prints how long it to
 reads the model and its curve.json and writes curve.png (the loss, and the loss on held-out
 first and second copies), patterns.png (the attention of the two best-scoring heads on a
 repeated sentence, the tokens on both axes) and wpe-similarity.png, and prints the numbers the
-pages quote. Every picture is labelled with the model it shows. The induction task's pictures
-are induction_task.py's.
+pages quote. Every picture is labelled with the model it shows. `--language zh` writes the
+same pictures with Chinese titles and axes, as curve-zh.png and so on, for the zh pages. The
+induction task's pictures are induction_task.py's.
 """
 
 import argparse
@@ -39,12 +42,35 @@ from scripts.figures.common import (  # noqa: E402
     heatmap,
     save,
     token_labels,
+    use_language,
 )
 
 LICENSES = Path("/usr/share/common-licenses")
 # made up, so that no model can have learned it: what it predicts in the second copy it reads
 # from the first copy
 SENTENCE = " Seven purple owls carried a brass lantern across the frozen harbour."
+TEXT = {  # every word the pictures show, in each language
+    "en": {"model": "demo model ({n_layer} layers, trained here, not GPT-2)",
+           "batch": "training batch", "first": "held-out probes: first copy",
+           "second": "held-out probes: second copy",
+           "easy": " second copy 1 nat easier: step {step}",
+           "step": "training step", "loss": "loss (nats per token)",
+           "curve": "{label}: loss while training",
+           "head": "layer {layer} head {head}: {kind} score {score:.2f}",
+           "previous-token": "previous-token", "induction": "induction",
+           "key": "key (looked at)", "query": "query (looking)",
+           "patterns": "{label}: attention on a text and its copy",
+           "wpe": "wpe of the {label}: cosine similarity", "j": "position j", "i": "position i",
+           "suffix": ""},
+    "zh": {"model": "演示模型（{n_layer} 层，在本机训练，不是 GPT-2）",
+           "batch": "训练批次", "first": "留出探测文本：第一遍", "second": "留出探测文本：第二遍",
+           "easy": " 第二遍比第一遍低 1 奈特：第 {step} 步", "step": "训练步数",
+           "loss": "损失（每个词元的奈特数）", "curve": "{label}：训练中的损失",
+           "head": "第 {layer} 层 {head} 号头：{kind}分数 {score:.2f}",
+           "previous-token": "前一词元", "induction": "归纳", "key": "键（被看的位置）",
+           "query": "查询（正在看的位置）", "patterns": "{label}：一段文本及其重复上的注意力",
+           "wpe": "{label}的 wpe：余弦相似度", "j": "位置 j", "i": "位置 i", "suffix": "-zh"},
+}
 SETTINGS = {"n_layer": 2, "n_head": 4, "n_embd": 128, "n_ctx": 32, "n_batch": 32,
             "steps": 2000, "lr": 1e-2, "repeats": 0.5, "curve_every": 40, "seed": 0}
 
@@ -66,7 +92,7 @@ def train_demo(models_dir: str, name: str, steps: int) -> None:
           f"{result['held_out_loss_before']:.2f} -> {result['held_out_loss_after']:.2f}")
 
 
-def draw_curve(curve: dict, label: str, out: Path) -> int | None:
+def draw_curve(curve: dict, label: str, out: Path, text: dict) -> int | None:
     """The loss curve; returns the step at which the second copy became 1 nat easier than the
     first (None if it never did), marked on the picture."""
     measured = curve["measured"]
@@ -74,25 +100,25 @@ def draw_curve(curve: dict, label: str, out: Path) -> int | None:
     easy = next((m["step"] for m in measured if m["second"] < m["first"] - 1), None)
     figure, axes = plt.subplots(figsize=(9, 4.2))
     loss = np.array(curve["loss"])
-    axes.plot(np.arange(len(loss)), loss, color="#bbbbbb", lw=0.8, label="training batch")
+    axes.plot(np.arange(len(loss)), loss, color="#bbbbbb", lw=0.8, label=text["batch"])
     axes.plot(steps, [m["first"] for m in measured], "o-", color="#3574d4", ms=3,
-              label="held-out probes: first copy")
+              label=text["first"])
     axes.plot(steps, [m["second"] for m in measured], "o-", color="#d04030", ms=3,
-              label="held-out probes: second copy")
+              label=text["second"])
     if easy is not None:
         axes.axvline(easy, color="#444444", ls="--", lw=1)
-        axes.text(easy, axes.get_ylim()[1], f" second copy 1 nat easier: step {easy}",
-                  va="top", fontsize=8)
-    axes.set_xlabel("training step")
-    axes.set_ylabel("loss (nats per token)")
-    axes.set_title(f"{label}: loss while training")
+        axes.text(easy, axes.get_ylim()[1], text["easy"].format(step=easy), va="top",
+                  fontsize=8)
+    axes.set_xlabel(text["step"])
+    axes.set_ylabel(text["loss"])
+    axes.set_title(text["curve"].format(label=label))
     axes.legend(fontsize=8)
-    save(figure, out / "curve.png")
+    save(figure, out / f"curve{text['suffix']}.png")
     return easy
 
 
 def draw_patterns(params: dict, n_head: int, labels: list[str], ids, label: str,
-                  path: Path) -> dict:
+                  path: Path, text: dict) -> dict:
     """The attention of the best previous-token head and the best induction head on ids."""
     _, values = trace(ids, params, n_head)
     previous, induction = previous_token_score(values), induction_score(values, ids)
@@ -102,22 +128,24 @@ def draw_patterns(params: dict, n_head: int, labels: list[str], ids, label: str,
     for axes, (kind, (layer, head)) in zip(grid, best.items()):
         score = (previous if kind == "previous-token" else induction)[layer, head]
         heatmap(axes, values[f"blocks.{layer}.attn.pattern"][head], labels, ATTENTION,
-                f"layer {layer} head {head}: {kind} score {score:.2f}")
-        axes.set_xlabel("key (looked at)")
-        axes.set_ylabel("query (looking)")
-    figure.suptitle(f"{label}: attention on a text and its copy")
+                text["head"].format(layer=layer, head=head, kind=text[kind], score=score))
+        axes.set_xlabel(text["key"])
+        axes.set_ylabel(text["query"])
+    figure.suptitle(text["patterns"].format(label=label))
     save(figure, path)
     return {kind: (int(layer), int(head), float((previous if kind == "previous-token"
                                                  else induction)[layer, head]))
             for kind, (layer, head) in best.items()}
 
 
-def views(models_dir: str, name: str, out: Path) -> None:
+def views(models_dir: str, name: str, out: Path, language: str = "en") -> None:
+    text = TEXT[language]
+    use_language(language)
     encoder, hparams, params = load_encoder_hparams_and_params(name, models_dir)
     curve = json.loads((Path(models_dir) / name / "curve.json").read_text())
-    label = f"demo model ({hparams['n_layer']} layers, trained here, not GPT-2)"
+    label = text["model"].format(n_layer=hparams["n_layer"])
     out.mkdir(parents=True, exist_ok=True)
-    easy = draw_curve(curve, label, out)
+    easy = draw_curve(curve, label, out, text)
     last = curve["measured"][-1]
     print(f"second copy 1 nat easier than the first at step: {easy}")
     print(f"at the end (step {last['step']}): first copy {last['first']:.2f} nats, second copy "
@@ -126,7 +154,7 @@ def views(models_dir: str, name: str, out: Path) -> None:
     sentence = encoder.encode(SENTENCE)
     ids = [50256, *sentence, *sentence]
     best = draw_patterns(params, hparams["n_head"], token_labels(encoder, ids), ids, label,
-                         out / "patterns.png")
+                         out / f"patterns{text['suffix']}.png", text)
     print(f"on the sentence twice: {best}")
     lens(encoder, params, hparams["n_head"])
     similarity = cosine_similarity(np.asarray(params["wpe"], np.float64))
@@ -135,10 +163,10 @@ def views(models_dir: str, name: str, out: Path) -> None:
     print(f"wpe cosine similarity: neighbours {near:.3f}, a quarter of the context or more "
           f"apart {far:.3f}")
     figure, axes = plt.subplots(figsize=(5.6, 4.8))
-    heatmap(axes, similarity, None, SIMILARITY, f"wpe of the {label}: cosine similarity")
-    axes.set_xlabel("position j")
-    axes.set_ylabel("position i")
-    save(figure, out / "wpe-similarity.png")
+    heatmap(axes, similarity, None, SIMILARITY, text["wpe"].format(label=label))
+    axes.set_xlabel(text["j"])
+    axes.set_ylabel(text["i"])
+    save(figure, out / f"wpe-similarity{text['suffix']}.png")
 
 
 def best_head(scores: list) -> str:
@@ -170,11 +198,13 @@ def main() -> None:
     parser.add_argument("--name", default="demo")
     parser.add_argument("--steps", type=int, default=SETTINGS["steps"])
     parser.add_argument("--out", type=Path, default=Path("docs/induction"))
+    parser.add_argument("--language", choices=sorted(TEXT), default="en",
+                        help="the language of the pictures' titles and axes (views)")
     args = parser.parse_args()
     if args.what == "train":
         train_demo(args.models_dir, args.name, args.steps)
     else:
-        views(args.models_dir, args.name, args.out)
+        views(args.models_dir, args.name, args.out, args.language)
 
 
 if __name__ == "__main__":
