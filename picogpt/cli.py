@@ -14,9 +14,8 @@ import inspect
 import sys
 from collections.abc import Iterable, Iterator
 
-from .checks import whole_number
 from .command import ending, read_prompt, run_command
-from .errors import PicoGPTError
+from .errors import PicoGPTError, whole_number
 from .explore_mode import explore_model
 from .generate import check_settings, generate, generate_samples, generate_steps
 from .models import load_model

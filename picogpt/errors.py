@@ -1,8 +1,96 @@
-"""The one exception type for problems a user can fix.
+"""What a user is told when something they gave is wrong, in their language.
 
-Owns `PicoGPTError`. Does nothing else: the CLI turns it into a one-line message and exit code 1.
+`PicoGPTError` is a problem the user can fix; the command line prints it as one line and exits
+with 1. `whole_number`, `number` and `text` check a setting and raise it with one wording for each
+kind of mistake, wherever the setting is typed. `_` looks a sentence up in the message catalog
+(picogpt/locale), in the language of `language()`: the locale's, or the one a page or
+`--lang` chose for the moment (`speaking`).
 """
+
+import contextlib
+import contextvars
+import gettext
+import math
+import os
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+
+LOCALE = Path(__file__).parent / "locale"
+LANGUAGES = ("en", "zh")
+chosen = contextvars.ContextVar("language", default=None)  # set by speaking(), else the locale
 
 
 class PicoGPTError(Exception):
     """A problem the user can fix; the message says what was wrong and what to do."""
+
+
+def locale_language() -> str:
+    """zh when the environment's locale is Chinese (as gettext reads it), else en."""
+    for name in ("LANGUAGE", "LC_ALL", "LC_MESSAGES", "LANG"):
+        if os.environ.get(name):
+            return "zh" if os.environ[name].lower().startswith("zh") else "en"
+    return "en"
+
+
+def language() -> str:
+    """The language messages are in now: en or zh."""
+    return chosen.get() or locale_language()
+
+
+@contextlib.contextmanager
+def speaking(lang: str) -> Iterator[None]:
+    """Messages in lang (en or zh) inside the block: a page's language, or --lang."""
+    token = chosen.set(lang)
+    try:
+        yield
+    finally:
+        chosen.reset(token)
+
+
+@cache
+def catalog(lang: str) -> gettext.NullTranslations:
+    """The compiled catalog for lang; English is the message ids themselves."""
+    if lang == "en":
+        return gettext.NullTranslations()
+    return gettext.translation("picogpt", LOCALE, languages=["zh_CN"], fallback=True)
+
+
+def _(message: str) -> str:
+    """message in the current language (the English text is the message id)."""
+    return catalog(language()).gettext(message)
+
+
+def whole_number(name: str, value, low: int = 0, high: int | None = None, hint: str = "") -> int:
+    """value, if it is a whole number (not a bool) from low up, or from low to high."""
+    if isinstance(value, int) and not isinstance(value, bool) and low <= value and (
+            high is None or value <= high):
+        return value
+    span = (_("from {low} up") if high is None else _("from {low} to {high}")).format(
+        low=low, high=high)
+    raise PicoGPTError(_("{name}={value} is not a whole number {span}{hint}.").format(
+        name=name, value=repr(value), span=span, hint=hint_text(hint)))
+
+
+def number(name: str, value, low: float, high: float | None = None, hint: str = "") -> float:
+    """value, if it is a finite real number above low (and at most high, when given)."""
+    real = isinstance(value, int | float) and not isinstance(value, bool)
+    if real and low < value < math.inf and (high is None or value <= high):
+        return value
+    span = (_("above {low}") if high is None else _("above {low} and at most {high}")).format(
+        low=f"{low:g}", high=f"{high:g}" if high is not None else "")
+    raise PicoGPTError(_("{name}={value} must be a number {span}{hint}.").format(
+        name=name, value=repr(value), span=span, hint=hint_text(hint)))
+
+
+def text(name: str, value, hint: str = "") -> str:
+    """value, if it is a non-empty text."""
+    if isinstance(value, str) and value:
+        return value
+    raise PicoGPTError(_("{name}={value} is not a non-empty text{hint}.").format(
+        name=name, value=repr(value), hint=hint_text(hint)))
+
+
+def hint_text(hint: str) -> str:
+    """A hint (what the setting does, or what to do) as the end of a message."""
+    return _("; {hint}").format(hint=hint) if hint else ""

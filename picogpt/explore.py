@@ -14,9 +14,8 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from .checks import whole_number
 from .encoder import Encoder
-from .errors import PicoGPTError
+from .errors import PicoGPTError, whole_number
 from .generate import check_context, check_settings
 from .kvcache import KVCache, decode_step, prefill
 from .page import views

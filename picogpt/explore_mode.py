@@ -10,8 +10,8 @@ compute (the session does), answer a request (the server does) or read the comma
 
 import sys
 
-from .checks import whole_number
 from .command import read_prompt
+from .errors import whole_number
 from .models import load_model
 
 

@@ -13,9 +13,8 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from .checks import number, text, whole_number
 from .encoder import END_OF_TEXT, Encoder, added_bytes
-from .errors import PicoGPTError
+from .errors import PicoGPTError, number, text, whole_number
 from .kvcache import KVCache, decode_step, prefill
 from .sampling import Sampling, Step, describe, sample_rngs
 

@@ -23,9 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from .backward import cross_entropy
-from .checks import whole_number
 from .command import run_command
-from .errors import PicoGPTError
+from .errors import PicoGPTError, whole_number
 from .inside import first_token_score, induction_score, previous_token_score, trace
 from .prepare import check_settings, new_model_dir
 from .store import save_model

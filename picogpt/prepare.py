@@ -16,8 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .checks import number, text, whole_number
-from .errors import PicoGPTError
+from .errors import PicoGPTError, number, text, whole_number
 from .load import MODEL_SIZES
 from .merges import N_BYTES
 

@@ -17,9 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .checks import whole_number
 from .encoder import END_OF_TEXT
-from .errors import PicoGPTError
+from .errors import PicoGPTError, whole_number
 from .fast import layer_norm, transformer_block, unembed
 from .kvcache import LayerCache
 from .model import embed

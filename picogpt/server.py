@@ -33,8 +33,7 @@ from urllib.parse import urlparse
 
 from . import gate
 from .calls import Calls
-from .checks import whole_number
-from .errors import PicoGPTError
+from .errors import PicoGPTError, whole_number
 from .explore import Session
 from .gate import settings
 from .page import fill
