@@ -8,10 +8,10 @@ generate, `score` and `trace` are importable from here, so a learner can write
 
 from .encoder import Encoder
 from .errors import PicoGPTError
+from .files.hf import load_hf
+from .files.load import load_encoder_hparams_and_params
 from .generate import generate, generate_samples, generate_steps
-from .hf import load_hf
 from .inside import trace
-from .load import load_encoder_hparams_and_params
 from .model import attention, ffn, gelu, gpt2, layer_norm, linear, mha, softmax, transformer_block
 from .score import score
 from .wordpiece import WordPiece

@@ -12,8 +12,8 @@ from pathlib import Path
 from .command import reuse_freed_memory
 from .encoder import Encoder
 from .errors import PicoGPTError
-from .hf import load_hf
-from .load import MODEL_SIZES, load_encoder_hparams_and_params
+from .files.hf import load_hf
+from .files.load import MODEL_SIZES, load_encoder_hparams_and_params
 
 
 def load_model(model_size: str, models_dir: str, base_url: str | None,

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import PicoGPTError, number, text, whole_number
-from .load import MODEL_SIZES
+from .files.load import MODEL_SIZES
 from .merges import N_BYTES
 
 

@@ -25,10 +25,11 @@ from .backward import cross_entropy, loss_and_grads
 from .command import run_command
 from .curve import best_heads, measure, probes, summary
 from .encoder import Encoder
-from .load import read_encoder
+from .files.load import read_encoder
+from .files.params import tree_map
+from .files.store import save_model
 from .merges import bpe_files, learn_merges
 from .model import gpt2
-from .params import tree_map
 from .prepare import (
     check_settings,
     check_vocab,
@@ -38,7 +39,6 @@ from .prepare import (
     read_ids,
     read_text,
 )
-from .store import save_model
 
 
 def init_params(hparams: dict, rng: np.random.Generator) -> dict:

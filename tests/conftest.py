@@ -82,7 +82,7 @@ def write_checkpoint(root: Path, shape: str, seed: int, sharp: bool = True,
             str(root / "reference.npz"), *extra, *["--sharp"] * sharp]
     code = ("import sys; from scripts.fixtures.checkpoint import main; main(sys.argv[2:])")
     if convert:
-        code += ("; from picogpt.load import load_encoder_hparams_and_params as load; "
+        code += ("; from picogpt.files.load import load_encoder_hparams_and_params as load; "
                  "load('124M', sys.argv[1])")
     subprocess.run([sys.executable, "-c", code, str(root / "models"), *args], check=True,
                    capture_output=True, cwd=ROOT)
@@ -126,7 +126,7 @@ def tiny_end(tmp_path_factory) -> EndingCheckpoint:
     unchanged and there the logits trade places: <|endoftext|> becomes the greedy pick.
     """
     from picogpt import generate
-    from picogpt.params import nest
+    from picogpt.files.params import nest
 
     seed, n_ctx, prompt_ids = 7, 4096, [36235, 39141, 18765, 1143, 326]  # "Alan Turing theo..."
     hparams = {"n_vocab": 50257, "n_ctx": n_ctx, "n_embd": 64, "n_head": 4, "n_layer": 2}

@@ -14,7 +14,7 @@ from test_model import load
 
 from picogpt import generate
 from picogpt.cli import generate_text, score_text
-from picogpt.load import read_encoder
+from picogpt.files.load import read_encoder
 
 
 @pytest.mark.parametrize("args, message", [
@@ -267,7 +267,7 @@ def test_help_shows_every_flag_with_its_default_and_what_it_does(mode, function)
 
 
 def test_streamed_text_is_the_decoded_text_with_split_characters_held_back(vocab_dir):
-    from picogpt.load import read_encoder
+    from picogpt.files.load import read_encoder
     from picogpt.terminal import stream_text
 
     encoder = read_encoder(vocab_dir)

@@ -16,7 +16,7 @@ from test_model import load
 
 from picogpt import generate, gpt2, trace
 from picogpt.explore import Session
-from picogpt.load import load_encoder_hparams_and_params
+from picogpt.files.load import load_encoder_hparams_and_params
 from picogpt.model import softmax
 from picogpt.sampling import Sampling
 from picogpt.server import ExploreServer
@@ -73,7 +73,7 @@ def next_logits(tiny, ids: list[int]) -> np.ndarray:
 
 def test_typing_updates_the_strip_and_the_distribution_follows_the_sliders(served, browser,
                                                                           tiny, vocab_dir):
-    from picogpt.load import read_encoder
+    from picogpt.files.load import read_encoder
 
     encoder = read_encoder(vocab_dir)
     page = open_page(browser, served)
@@ -106,7 +106,7 @@ def test_typing_updates_the_strip_and_the_distribution_follows_the_sliders(serve
 def test_a_click_a_seeded_draw_and_generate_extend_the_text_as_the_library_does(served,
                                                                                  browser, tiny,
                                                                                  vocab_dir):
-    from picogpt.load import read_encoder
+    from picogpt.files.load import read_encoder
 
     encoder = read_encoder(vocab_dir)
     hparams, params = load(tiny.models_dir)
@@ -140,7 +140,7 @@ def test_a_click_a_seeded_draw_and_generate_extend_the_text_as_the_library_does(
 
 def test_the_heatmap_is_traces_pattern_and_the_page_stays_on_127_0_0_1(served, browser, tiny,
                                                                        vocab_dir):
-    from picogpt.load import read_encoder
+    from picogpt.files.load import read_encoder
 
     hparams, params = load(tiny.models_dir)
     ids = read_encoder(vocab_dir).encode(PROMPT)

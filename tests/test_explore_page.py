@@ -18,7 +18,7 @@ from test_load_faults import default_sigint
 from test_model import load
 
 from picogpt import generate
-from picogpt.load import read_encoder
+from picogpt.files.load import read_encoder
 from picogpt.model import softmax
 
 served = test_explore.served  # the tiny model's explore server

@@ -98,8 +98,8 @@ if sys.argv[2] == "one CPU":
 import numpy as np
 from picogpt.generate import generate
 from picogpt.kvcache import KVCache, decode_step, prefill
-from picogpt.load import load_encoder_hparams_and_params
-from picogpt.params import tree_map
+from picogpt.files.load import load_encoder_hparams_and_params
+from picogpt.files.params import tree_map
 from picogpt.score import score
 
 _, hparams, params = load_encoder_hparams_and_params("124M", sys.argv[1])

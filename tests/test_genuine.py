@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from picogpt import generate, gpt2, load_encoder_hparams_and_params
-from picogpt.download import FILES
+from picogpt.files.download import FILES
 from scripts.fixtures.reference import hf_name
 
 pytestmark = pytest.mark.genuine

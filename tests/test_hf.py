@@ -461,7 +461,7 @@ def test_the_cache_is_where_the_hub_client_puts_it(setting, tmp_path, monkeypatc
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    from picogpt.hf import hub_cache
+    from picogpt.files.hf import hub_cache
 
     expected = hub_client("import huggingface_hub.constants as c; print(c.HF_HUB_CACHE)", env)
     assert hub_cache() == Path(expected)

@@ -9,6 +9,7 @@ import pytest
 from test_load import assert_one_line_error, picogpt
 
 from picogpt import train as train_module
+from picogpt.files.load import load_encoder_hparams_and_params
 from picogpt.induction import (
     ablate,
     copy_probes,
@@ -17,7 +18,6 @@ from picogpt.induction import (
     task_batches,
     vocab_files,
 )
-from picogpt.load import load_encoder_hparams_and_params
 from picogpt.train import main
 
 # A CI-sized run: the recipe's data, vocabulary and batch on a smaller shape, fewer steps. In
@@ -68,7 +68,7 @@ def test_the_lead_in_starts_at_its_step_in_about_half_the_windows():
 
 
 def test_the_vocabulary_names_its_tokens_and_ends_with_the_start_token(tmp_path):
-    from picogpt.vocab import read_vocab
+    from picogpt.files.vocab import read_vocab
 
     files = vocab_files(64)
     assert files["vocab.txt"].split("\n")[:3] == ["t0", "t1", "t2"]

@@ -13,9 +13,9 @@ from test_load import picogpt
 from test_model import float64, load, prompt_ids
 
 from picogpt import generate, gpt2, softmax, trace
+from picogpt.files.load import read_encoder
 from picogpt.generate import generate_steps
 from picogpt.inside import logit_lens, residual_names
-from picogpt.load import read_encoder
 from picogpt.sampling import Sampling, sample_rngs
 from picogpt.show import visible
 from scripts.fixtures.circuits import induction_circuit

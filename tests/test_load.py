@@ -15,8 +15,8 @@ import pytest
 
 from picogpt import PicoGPTError
 from picogpt.cli import main
-from picogpt.download import FILES
-from picogpt.load import load_encoder_hparams_and_params
+from picogpt.files.download import FILES
+from picogpt.files.load import load_encoder_hparams_and_params
 
 PICOGPT = Path(sys.executable).parent / "picogpt"  # the console script pip installed
 
@@ -72,7 +72,7 @@ def assert_one_line_error(done, message: str) -> None:
 
 def child_load(models_dir: Path) -> str:
     """Load in a child process (a first load imports TensorFlow); report what it imported."""
-    code = ("import sys; from picogpt.load import load_encoder_hparams_and_params as load; "
+    code = ("import sys; from picogpt.files.load import load_encoder_hparams_and_params as load; "
             "_, _, p = load('124M', sys.argv[1]); "
             "print('tensorflow' in sys.modules, float(p['wte'][0, 0]), len(p['wpe']))")
     done = subprocess.run([sys.executable, "-c", code, str(models_dir)], capture_output=True,
@@ -192,7 +192,7 @@ def test_damaged_hparams_or_vocabulary_is_one_line(tiny, tmp_path, name, content
 def test_a_start_compares_stamps_and_reads_no_weight_to_check_it(tiny, tmp_path, monkeypatch):
     """The fast path is taken: a load of a converted model computes no CRC-32 (that check of
     every byte took 2 s of a 1558M start); a file whose time changed is checked, alone."""
-    from picogpt import store
+    from picogpt.files import store
 
     models_dir = tmp_path / "models"
     shutil.copytree(tiny.models_dir, models_dir)  # copy2: sizes and modification times kept

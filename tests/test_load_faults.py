@@ -18,8 +18,8 @@ from conftest import QuietHandler, wait_until
 from test_load import PICOGPT, assert_one_line_error, picogpt, picogpt_child, published
 
 from picogpt import PicoGPTError
-from picogpt.download import FILES, RETRIES, download_missing
-from picogpt.store import read_params
+from picogpt.files.download import FILES, RETRIES, download_missing
+from picogpt.files.store import read_params
 
 DATA = "model.ckpt.data-00000-of-00001"
 # The client's time-out in the stall tests. A stalled server sends nothing until the test ends,

@@ -12,7 +12,7 @@ from test_load import assert_one_line_error, picogpt
 from test_model import load, prompt_ids
 
 from picogpt import PicoGPTError, score
-from picogpt.load import read_encoder
+from picogpt.files.load import read_encoder
 from picogpt.score import score_windows
 
 END_OF_TEXT = 50256

@@ -23,7 +23,7 @@ from test_load import PICOGPT
 from test_load_faults import default_sigint
 
 from picogpt.explore import Session
-from picogpt.load import load_encoder_hparams_and_params
+from picogpt.files.load import load_encoder_hparams_and_params
 from picogpt.server import ExploreServer
 
 

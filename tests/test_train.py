@@ -13,8 +13,8 @@ from test_load import assert_one_line_error, picogpt
 
 from picogpt import generate, load_encoder_hparams_and_params
 from picogpt.backward import loss_and_grads
+from picogpt.files.params import flatten, nest
 from picogpt.model import gpt2, softmax
-from picogpt.params import flatten, nest
 from picogpt.train import adamw, init_params, main, train
 from scripts.fixtures.reference import hf_model_of, hf_name
 
@@ -282,7 +282,7 @@ def test_each_target_is_the_token_after_its_input_in_the_text(monkeypatch, tmp_p
     """What training learns from, checked against the text itself: each window of inputs is a
     stretch of the text's bytes (and of its first nine tenths: the rest is held out), and after
     the first j + 1 inputs the text goes on with target j."""
-    from picogpt.load import read_encoder
+    from picogpt.files.load import read_encoder
 
     encoder = read_encoder(vocab_dir)
     text = corpus(12_000)

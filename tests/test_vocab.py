@@ -5,7 +5,7 @@ import json
 import pytest
 
 from picogpt import PicoGPTError
-from picogpt.vocab import read_vocab, read_wordpiece
+from picogpt.files.vocab import read_vocab, read_wordpiece
 from scripts.fixtures.bert_vocab import small_vocab, write
 
 FIX = "download the model again"

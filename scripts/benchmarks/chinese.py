@@ -34,8 +34,8 @@ SIZES = {"distil": (6, 768, 12), "base": (12, 768, 12), "medium": (24, 1024, 16)
 
 def size_speeds(rounds: int) -> None:
     """picogpt's decode speed on random weights of each uer size."""
+    from picogpt.files.params import nest
     from picogpt.kvcache import KVCache, decode_step, prefill
-    from picogpt.params import nest
     from scripts.fixtures.checkpoint import random_arrays
 
     for name, (n_layer, n_embd, n_head) in SIZES.items():
@@ -104,7 +104,7 @@ def main() -> None:
     from transformers import GPT2LMHeadModel
 
     from picogpt.command import reuse_freed_memory
-    from picogpt.hf import load_hf
+    from picogpt.files.hf import load_hf
     from picogpt.kvcache import KVCache, decode_step, prefill
 
     reuse_freed_memory()

@@ -21,7 +21,7 @@ import threading
 import time
 
 from picogpt.explore import Session
-from picogpt.load import load_encoder_hparams_and_params
+from picogpt.files.load import load_encoder_hparams_and_params
 from picogpt.server import ExploreServer
 
 WORDS = ("the model reads a text of about one hundred tokens and says what might come next, "

@@ -72,9 +72,9 @@ class Engine:
 def picogpt_engine(work: Path) -> Engine:
     """picogpt, set up as the picogpt command sets itself up."""
     from picogpt.command import reuse_freed_memory
+    from picogpt.files.load import load_encoder_hparams_and_params
     from picogpt.generate import generate_samples
     from picogpt.kvcache import KVCache, decode_step, prefill
-    from picogpt.load import load_encoder_hparams_and_params
     from picogpt.score import score
 
     reuse_freed_memory()
@@ -357,7 +357,7 @@ def child_mode(args) -> None:
     work = Path(args.work)
     if args.child == "load":
         if args.engine == "picogpt":
-            from picogpt.load import load_encoder_hparams_and_params
+            from picogpt.files.load import load_encoder_hparams_and_params
             load_encoder_hparams_and_params("124M", str(work / "models"))
         else:
             transformers_engine(work)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from .errors import PicoGPTError
+from ..errors import PicoGPTError
 from .store import model_lock, read_json, write_json_atomic
 
 BASE_URL = "https://openaipublic.blob.core.windows.net/gpt-2/models"

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .encoder import Encoder
-from .errors import PicoGPTError
+from ..encoder import Encoder
+from ..errors import PicoGPTError
 from .hub import hub_cache, hub_folder, is_model_id  # noqa: F401 (hub_cache: hf's too)
 from .params import check_hparams, check_shapes, nest
 from .vocab import read_vocab

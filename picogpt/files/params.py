@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import PicoGPTError
+from ..errors import PicoGPTError
 
 HPARAMS = ("n_vocab", "n_ctx", "n_embd", "n_head", "n_layer")  # what hparams.json holds
 

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from .errors import PicoGPTError
+from ..errors import PicoGPTError
 from .params import HPARAMS, flatten
 
 # Version of params/. 2 stores linear weights column-major: the same [n_in, n_out] shape and

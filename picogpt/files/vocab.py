@@ -11,10 +11,10 @@ only reads and checks, and must not write.
 
 from pathlib import Path
 
-from .encoder import SPECIAL, Encoder
-from .errors import PicoGPTError
+from ..encoder import SPECIAL, Encoder
+from ..errors import PicoGPTError
+from ..wordpiece import WordPiece
 from .store import read_json
-from .wordpiece import WordPiece
 
 N_VOCAB, N_MERGES = 50257, 50000  # what GPT-2's encoder.json and vocab.bpe hold
 END_OF_TEXT_ID = 50256  # where GPT-2's table puts <|endoftext|>

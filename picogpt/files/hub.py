@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from .errors import PicoGPTError
+from ..errors import PicoGPTError
 
 WEIGHTS, CONFIG = "model.safetensors", "config.json"
 VOCABULARIES = (("vocab.json", "merges.txt"),  # byte-level BPE: GPT-2's

@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from ..encoder import Encoder
+from ..errors import PicoGPTError
 from .download import FILES, download_missing, download_url
-from .encoder import Encoder
-from .errors import PicoGPTError
 from .params import check_hparams, check_shapes, nest
 from .store import model_lock, read_json, read_params, source_stamps, write_params
 from .vocab import read_vocab
