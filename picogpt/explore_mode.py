@@ -38,9 +38,9 @@ def explore_model(prompt: str = "", port: int | None = None, no_browser: bool = 
         whole_number("port", port, 1, 65535, "or leave it unset for a free one")
     from contextlib import nullcontext  # here, not at the top: generating never needs them
 
-    from .browser import browser_opened
-    from .explore import Session
-    from .server import ExploreServer
+    from .web.browser import browser_opened
+    from .web.server import ExploreServer
+    from .web.session import Session
 
     text = read_prompt(prompt, prompt_file)
     encoder, hparams, params, model = load_model(model_size, models_dir, base_url, hf)

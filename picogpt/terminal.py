@@ -17,7 +17,7 @@ from tqdm import tqdm
 from .encoder import Encoder, added_bytes
 from .sampling import Step
 from .score import Scores
-from .show import shown
+from .web.show import shown
 
 
 def stream_text(ids: Iterable[int], encoder: Encoder, stop: str | None = None) -> Iterator[str]:

@@ -15,11 +15,11 @@ from test_load_faults import default_sigint
 from test_model import load
 
 from picogpt import generate, gpt2, trace
-from picogpt.explore import Session
 from picogpt.files.load import load_encoder_hparams_and_params
 from picogpt.model import softmax
 from picogpt.sampling import Sampling
-from picogpt.server import ExploreServer
+from picogpt.web.server import ExploreServer
+from picogpt.web.session import Session
 
 PROMPT = "Alan Turing theorized that"
 
@@ -312,9 +312,9 @@ def slow_lens(monkeypatch, started: threading.Event, release: threading.Event):
     rows take microseconds; 124M's ~70 ms each, a second in all for 100 tokens): the views are
     then still computing for as long as a test needs. started is set when the first row
     begins. A row waits at most a minute, so a server that never answers cannot hang the test."""
-    import picogpt.page
+    import picogpt.web.page
 
-    rows = picogpt.page.lens_rows
+    rows = picogpt.web.page.lens_rows
 
     def slow(*args, **kwargs):
         started.set()
@@ -322,7 +322,7 @@ def slow_lens(monkeypatch, started: threading.Event, release: threading.Event):
             release.wait(60)
             yield row
 
-    monkeypatch.setattr(picogpt.page, "lens_rows", slow)
+    monkeypatch.setattr(picogpt.web.page, "lens_rows", slow)
 
 
 def test_a_slider_during_the_inside_views_is_answered_first_and_an_edit_stops_them(

@@ -160,9 +160,9 @@ def held_steps(monkeypatch, free: int) -> threading.Event:
     """Hold the server's generation after `free` steps until the event this returns is set (the
     tiny model makes a token in a millisecond): a generation is then still running for as long
     as the test needs, on any machine. A step waits at most LIMIT seconds."""
-    import picogpt.explore
+    import picogpt.web.session
 
-    step, release, taken = picogpt.explore.decode_step, threading.Event(), []
+    step, release, taken = picogpt.web.session.decode_step, threading.Event(), []
 
     def held(*args):
         taken.append(1)
@@ -170,7 +170,7 @@ def held_steps(monkeypatch, free: int) -> threading.Event:
             release.wait(LIMIT)
         return step(*args)
 
-    monkeypatch.setattr(picogpt.explore, "decode_step", held)
+    monkeypatch.setattr(picogpt.web.session, "decode_step", held)
     return release
 
 
@@ -338,12 +338,12 @@ def test_the_lens_covers_the_positions_the_attention_keeps(served, browser, monk
     """On each edit the logit lens runs at the positions the attention keeps, not the whole
     text (each position is n_layer + 1 products with the unembedding): its cells are
     logit_lens's at those positions."""
-    import picogpt.page
+    import picogpt.web.page
     from picogpt.inside import logit_lens, residual_names, trace
-    from picogpt.show import visible
+    from picogpt.web.show import visible
 
     hparams, params = load(tiny.models_dir)
-    monkeypatch.setattr(picogpt.page, "ATTENTION_BYTES", 2 * 4 * 4 * 10 ** 2)  # keeps 10
+    monkeypatch.setattr(picogpt.web.page, "ATTENTION_BYTES", 2 * 4 * 4 * 10 ** 2)  # keeps 10
     text = "The cat sat on the mat, and the dog sat on the log by the door."
     ids = encoder.encode(text)
     page = open_page(browser, served.url, ("en-US", 1920))

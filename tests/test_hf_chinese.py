@@ -14,8 +14,8 @@ from test_hf import page_json
 from test_load import picogpt
 
 from picogpt import generate, gpt2, load_hf
-from picogpt.explore import Session
 from picogpt.sampling import Sampling
+from picogpt.web.session import Session
 from scripts.fixtures import bert_vocab
 from scripts.fixtures.checkpoint import random_arrays
 from scripts.fixtures.reference import hf_model_of

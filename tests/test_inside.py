@@ -17,7 +17,7 @@ from picogpt.files.load import read_encoder
 from picogpt.generate import generate_steps
 from picogpt.inside import logit_lens, residual_names
 from picogpt.sampling import Sampling, sample_rngs
-from picogpt.show import visible
+from picogpt.web.show import visible
 from scripts.fixtures.circuits import induction_circuit
 
 
@@ -334,7 +334,7 @@ def test_a_long_page_keeps_the_last_positions_attention_at_the_right_offset(tiny
     """Past ATTENTION_BYTES the page keeps the attention of the last positions only; each cell
     must still name and show its own query and key. The logit lens and the wpe picture are the
     engine's numbers too."""
-    from picogpt.page import ATTENTION_BYTES, N_WPE
+    from picogpt.web.page import ATTENTION_BYTES, N_WPE
 
     encoder = read_encoder(vocab_dir)
     hparams, params = load(tiny_end.models_dir)

@@ -22,9 +22,9 @@ from test_explore import PROMPT, request
 from test_load import PICOGPT
 from test_load_faults import default_sigint
 
-from picogpt.explore import Session
 from picogpt.files.load import load_encoder_hparams_and_params
-from picogpt.server import ExploreServer
+from picogpt.web.server import ExploreServer
+from picogpt.web.session import Session
 
 
 def start_server(tiny, prompt: str = PROMPT, serve: bool = True) -> ExploreServer:
@@ -355,7 +355,7 @@ def test_a_hostile_prompt_renders_on_the_explore_page(tiny, browser, prompt):
 @pytest.mark.parametrize("name", HOSTILE)
 def test_a_hostile_model_name_renders_on_the_explain_page(tiny, browser, name):
     """The --explain page inlines its data the same way; a model's name reaches its title."""
-    from picogpt.page import explain
+    from picogpt.web.page import explain
 
     encoder, hparams, params = load_encoder_hparams_and_params("124M", str(tiny.models_dir))
     html = explain(PROMPT, encoder, hparams, params, n_tokens=2,

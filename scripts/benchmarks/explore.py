@@ -20,9 +20,9 @@ import statistics
 import threading
 import time
 
-from picogpt.explore import Session
 from picogpt.files.load import load_encoder_hparams_and_params
-from picogpt.server import ExploreServer
+from picogpt.web.server import ExploreServer
+from picogpt.web.session import Session
 
 WORDS = ("the model reads a text of about one hundred tokens and says what might come next, "
          "one token at a time, while a learner moves the sliders and types on the page; ")

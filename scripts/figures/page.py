@@ -16,9 +16,9 @@ import tempfile
 import threading
 from pathlib import Path
 
-from picogpt.explore import Session
 from picogpt.models import load_model
-from picogpt.server import ExploreServer
+from picogpt.web.server import ExploreServer
+from picogpt.web.session import Session
 from scripts.figures.common import stamp
 
 PROMPT = "Everyone is permitted to copy and distribute"

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .encoder import Encoder
-from .errors import PicoGPTError
-from .generate import generate_steps
-from .inside import (
+from ..encoder import Encoder
+from ..errors import PicoGPTError
+from ..generate import generate_steps
+from ..inside import (
     cosine_similarity,
     first_token_score,
     induction_score,
@@ -30,9 +30,9 @@ from .inside import (
     residual_names,
     trace,
 )
-from .sampling import Step
+from ..sampling import Step
+from ..wordpiece import WordPiece
 from .show import characters, piece, shown
-from .wordpiece import WordPiece
 
 # Attention is the bulk of the page: n_layer * n_head * n^2 float32s. Past this many bytes
 # (the 124M model's 144 heads at 72 positions) the page keeps the last positions only.
@@ -114,7 +114,7 @@ def write_page(path: str, data: dict) -> None:
 def fill(template: str, data: dict | None = None) -> str:
     """A page template with the shared views (views.html, views.css, views.js) inlined, and
     data (JSON) in place of /*DATA*/null."""
-    files = resources.files("picogpt")
+    files = resources.files("picogpt.web")
     page = files.joinpath(template).read_text(encoding="utf-8")
     for mark, name in (("<!--VIEWS_HTML-->", "views.html"), ("/*VIEWS_CSS*/", "views.css"),
                        ("/*VIEWS_JS*/", "views.js"), ("/*EXPLORE_JS*/", "explore.js")):

@@ -17,8 +17,8 @@ import secrets
 from typing import BinaryIO
 from urllib.parse import parse_qs, urlparse
 
-from .generate import check_settings
-from .sampling import Sampling
+from ..generate import check_settings
+from ..sampling import Sampling
 
 MAX_BODY = 64 * 1024  # bytes: a 1,024-token prompt is a few KB
 CHARS_PER_POSITION = 8  # English is ~4.5 characters a token, code a little more: a text that

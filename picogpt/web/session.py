@@ -14,12 +14,12 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from .encoder import Encoder
-from .errors import PicoGPTError, whole_number
-from .generate import check_context, check_settings
-from .kvcache import KVCache, decode_step, prefill
+from ..encoder import Encoder
+from ..errors import PicoGPTError, whole_number
+from ..generate import check_context, check_settings
+from ..kvcache import KVCache, decode_step, prefill
+from ..sampling import Sampling, describe, sample_rngs
 from .page import views
-from .sampling import Sampling, describe, sample_rngs
 from .show import characters, piece
 
 N_SHOWN = 10  # candidates the page lists

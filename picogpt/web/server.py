@@ -31,12 +31,12 @@ import sys
 import threading
 from urllib.parse import urlparse
 
+from ..errors import PicoGPTError, whole_number
 from . import gate
 from .calls import Calls
-from .errors import PicoGPTError, whole_number
-from .explore import Session
 from .gate import settings
 from .page import fill
+from .session import Session
 
 API = ("state", "text", "next", "append", "draw", "back", "generate", "stop", "inside")
 

@@ -21,10 +21,10 @@ gate.py's checks), nor compute anything but through the session.
 
 import traceback
 
+from ..errors import PicoGPTError
 from . import gate
-from .errors import PicoGPTError
-from .explore import Session
 from .gate import settings
+from .session import Session
 
 
 class Superseded(Exception):
