@@ -23,11 +23,11 @@ from pathlib import Path
 import numpy as np
 
 from .backward import cross_entropy
-from .command import run_command
+from .cli.command import run_command
+from .cli.prepare import check_settings, new_model_dir
 from .errors import PicoGPTError, whole_number
 from .files.store import save_model
 from .inside import first_token_score, induction_score, previous_token_score, trace
-from .prepare import check_settings, new_model_dir
 from .train import init_params, learn
 
 COPY_LENGTHS = (5, 8, 13, 21, 29)  # the probes' runs: every length a different distance

@@ -22,15 +22,8 @@ import numpy as np
 from tqdm import tqdm
 
 from .backward import cross_entropy, loss_and_grads
-from .command import run_command
-from .curve import best_heads, measure, probes, summary
-from .encoder import Encoder
-from .files.load import read_encoder
-from .files.params import tree_map
-from .files.store import save_model
-from .merges import bpe_files, learn_merges
-from .model import gpt2
-from .prepare import (
+from .cli.command import run_command
+from .cli.prepare import (
     check_settings,
     check_vocab,
     find_vocab,
@@ -39,6 +32,13 @@ from .prepare import (
     read_ids,
     read_text,
 )
+from .curve import best_heads, measure, probes, summary
+from .encoder import Encoder
+from .files.load import read_encoder
+from .files.params import tree_map
+from .files.store import save_model
+from .merges import bpe_files, learn_merges
+from .model import gpt2
 
 
 def init_params(hparams: dict, rng: np.random.Generator) -> dict:

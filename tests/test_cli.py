@@ -13,7 +13,7 @@ from test_load import assert_one_line_error, picogpt, picogpt_child
 from test_model import load
 
 from picogpt import generate
-from picogpt.cli import generate_text, score_text
+from picogpt.cli.run import generate_text, score_text
 from picogpt.files.load import read_encoder
 
 
@@ -267,8 +267,8 @@ def test_help_shows_every_flag_with_its_default_and_what_it_does(mode, function)
 
 
 def test_streamed_text_is_the_decoded_text_with_split_characters_held_back(vocab_dir):
+    from picogpt.cli.terminal import stream_text
     from picogpt.files.load import read_encoder
-    from picogpt.terminal import stream_text
 
     encoder = read_encoder(vocab_dir)
     byte_token = {b: i for i, b in encoder.token_bytes.items() if len(b) == 1}
@@ -330,7 +330,7 @@ def test_temperature_without_sampling_says_it_changes_nothing(tiny, vocab_dir):
 ])
 def test_a_page_that_cannot_be_written_is_refused_before_any_work(tiny, tmp_path, monkeypatch,
                                                                    path, message):
-    from picogpt import cli
+    from picogpt.cli import run as cli
 
     def never(*args):
         raise AssertionError("the model was loaded before the page's path was checked")

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from picogpt import PicoGPTError
-from picogpt.cli import main
+from picogpt.cli.run import main
 from picogpt.files.download import FILES
 from picogpt.files.load import load_encoder_hparams_and_params
 

@@ -451,7 +451,7 @@ def test_without_tensorflow_conversion_stops_with_one_line(tiny, tmp_path):
     models_dir = tmp_path / "models"
     shutil.copytree(tiny.models_dir, models_dir)
     shutil.rmtree(models_dir / "124M" / "params")
-    code = ("import sys; sys.modules['tensorflow'] = None; from picogpt.cli import main; "
+    code = ("import sys; sys.modules['tensorflow'] = None; from picogpt.cli.run import main; "
             "main(sys.argv[1:])")  # None in sys.modules makes `import tensorflow` fail
     done = subprocess.run([str(Path(PICOGPT).parent / "python"), "-c", code, "hi",
                            "--models_dir", str(models_dir)], capture_output=True, text=True)

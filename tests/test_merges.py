@@ -204,7 +204,7 @@ def test_the_memory_check_counts_the_learned_vocabulary_not_gpt2s(tmp_path, monk
     """On a machine of 8 GiB, 64 windows of 1,024 need ~28 GiB with GPT-2's 50,257 tokens and
     ~4 GiB with 260: only the first is refused for memory (the second then finds the text too
     short, before any step)."""
-    from picogpt import prepare
+    from picogpt.cli import prepare
 
     pages = {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 8 * 2**30 // 4096}
     monkeypatch.setattr(prepare.os, "sysconf", pages.__getitem__)

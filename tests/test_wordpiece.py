@@ -217,7 +217,7 @@ def test_decode_of_more_ids_only_adds_text():
 
 
 def test_streamed_text_is_the_decoded_text_and_stops_at_stop():
-    from picogpt.terminal import stream_text
+    from picogpt.cli.terminal import stream_text
 
     ours = wordpiece((("do_lower_case", False),))
     ids = ours.encode("床前明月光， Hello world. the learning model 3.14")

@@ -103,7 +103,7 @@ def main() -> None:
     import torch
     from transformers import GPT2LMHeadModel
 
-    from picogpt.command import reuse_freed_memory
+    from picogpt.cli.command import reuse_freed_memory
     from picogpt.files.hf import load_hf
     from picogpt.kvcache import KVCache, decode_step, prefill
 

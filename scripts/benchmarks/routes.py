@@ -168,7 +168,7 @@ def main() -> None:
     parser.add_argument("--models_dir", required=True, help="holds a converted 124M folder")
     parser.add_argument("--rounds", type=int, default=10, help="rounds for the pass sizes")
     args = parser.parse_args()
-    from picogpt.command import reuse_freed_memory
+    from picogpt.cli.command import reuse_freed_memory
     from picogpt.files.load import load_encoder_hparams_and_params
 
     reuse_freed_memory()

@@ -71,7 +71,7 @@ class Engine:
 
 def picogpt_engine(work: Path) -> Engine:
     """picogpt, set up as the picogpt command sets itself up."""
-    from picogpt.command import reuse_freed_memory
+    from picogpt.cli.command import reuse_freed_memory
     from picogpt.files.load import load_encoder_hparams_and_params
     from picogpt.generate import generate_samples
     from picogpt.kvcache import KVCache, decode_step, prefill

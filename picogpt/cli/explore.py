@@ -10,8 +10,8 @@ compute (the session does), answer a request (the server does) or read the comma
 
 import sys
 
+from ..errors import whole_number
 from .command import read_prompt
-from .errors import whole_number
 from .models import load_model
 
 
@@ -38,9 +38,9 @@ def explore_model(prompt: str = "", port: int | None = None, no_browser: bool = 
         whole_number("port", port, 1, 65535, "or leave it unset for a free one")
     from contextlib import nullcontext  # here, not at the top: generating never needs them
 
-    from .web.browser import browser_opened
-    from .web.server import ExploreServer
-    from .web.session import Session
+    from ..web.browser import browser_opened
+    from ..web.server import ExploreServer
+    from ..web.session import Session
 
     text = read_prompt(prompt, prompt_file)
     encoder, hparams, params, model = load_model(model_size, models_dir, base_url, hf)

@@ -14,13 +14,14 @@ import inspect
 import sys
 from collections.abc import Iterable, Iterator
 
+from ..errors import PicoGPTError, whole_number
+from ..generate import check_settings, generate, generate_samples, generate_steps
+from ..sampling import Sampling
+from ..score import check_score_settings, join_scores, score_windows, summary
+from ..web.page import check_path, page_data, write_page
 from .command import ending, read_prompt, run_command
-from .errors import PicoGPTError, whole_number
-from .explore_mode import explore_model
-from .generate import check_settings, generate, generate_samples, generate_steps
+from .explore import explore_model
 from .models import load_model
-from .sampling import Sampling
-from .score import check_score_settings, join_scores, score_windows, summary
 from .terminal import (
     call_first,
     print_samples,
@@ -31,7 +32,6 @@ from .terminal import (
     reading_notice,
     stream_text,
 )
-from .web.page import check_path, page_data, write_page
 
 MODEL_ARGS = """
         model_size: GPT-2 size to use: 124M, 355M, 774M or 1558M (downloaded on first use),

@@ -28,7 +28,7 @@ from typing import Any
 
 import fire
 
-from .errors import PicoGPTError
+from ..errors import PicoGPTError
 
 TEXT = (str, str | None)  # annotations of the parameters whose values stay as typed
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import PicoGPTError, number, text, whole_number
-from .files.load import MODEL_SIZES
-from .merges import N_BYTES
+from ..errors import PicoGPTError, number, text, whole_number
+from ..files.load import MODEL_SIZES
+from ..merges import N_BYTES
 
 
 def find_vocab(vocab_dir: str | None, models_dir: str) -> Path:

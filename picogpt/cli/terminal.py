@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterable, Iterator
 
 from tqdm import tqdm
 
-from .encoder import Encoder, added_bytes
-from .sampling import Step
-from .score import Scores
-from .web.show import shown
+from ..encoder import Encoder, added_bytes
+from ..sampling import Step
+from ..score import Scores
+from ..web.show import shown
 
 
 def stream_text(ids: Iterable[int], encoder: Encoder, stop: str | None = None) -> Iterator[str]:
