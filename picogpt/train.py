@@ -1,44 +1,33 @@
-"""Training a small GPT-2 in NumPy: initial weights, AdamW, the schedule, batches, the command.
+"""Training a small GPT-2 in NumPy: initial weights, AdamW, the schedule, batches, the loop.
 
-The gradients come from backward.py (`loss_and_grads`); this module only learns with them:
-GPT-2's initial weights, one AdamW step, the learning rate at each step, random windows of the
-text, the loop, and `python -m picogpt.train`, which writes a model folder the picogpt command
-runs. It must not read the text, find its vocabulary or check a setting itself: prepare.py
-does, and its names stay importable from here.
+The gradients come from backward.py (`loss_and_grads`); this module learns with them: GPT-2's
+initial weights, one AdamW step, the learning rate at each step, random windows of a text, and
+the loop with its progress bar. The command that reads a text and writes a model folder,
+`python -m picogpt.train`, is picogpt/cli/train.py; running this module runs it.
 
     python -m picogpt.train book.txt --name mine --steps 600
     picogpt "Once upon a time" --model_size mine
-    python -m picogpt.train book.txt --name small --n_vocab 512   # merges.py's own vocabulary
     python -m picogpt.train --task induction --name ind   # no text: induction.py's task
-
-Side effects: reading the text (through prepare.py), writing the model folder (through
-store.py), a progress bar, the closing line.
 """
 
 import sys
-from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
 from .backward import cross_entropy, loss_and_grads
-from .cli.command import run_command
-from .cli.prepare import (
-    check_settings,
-    check_vocab,
-    find_vocab,
-    new_model_dir,
-    per_byte,
-    read_ids,
-    read_text,
-)
-from .curve import best_heads, measure, probes, summary
-from .encoder import Encoder
-from .files.load import read_encoder
-from .files.params import tree_map
-from .files.store import save_model
-from .merges import bpe_files, learn_merges
+from .curve import best_heads, summary
 from .model import gpt2
+
+
+def tree_map(f, *trees):
+    """f applied to the arrays of nested dicts and lists of the same structure (params, grads)."""
+    first = trees[0]
+    if isinstance(first, dict):
+        return {key: tree_map(f, *(tree[key] for tree in trees)) for key in first}
+    if isinstance(first, list):
+        return [tree_map(f, *parts) for parts in zip(*trees)]
+    return f(*trees)
 
 
 def init_params(hparams: dict, rng: np.random.Generator) -> dict:
@@ -121,76 +110,6 @@ def repeated_window(n: int, n_vocab: int, rng: np.random.Generator) -> np.ndarra
     window[again : again + length] = window[start : start + length]
     return window
 
-
-def train(text_file: str, name: str = "trained", models_dir: str = "models", n_layer: int = 2,
-          n_head: int = 4, n_embd: int = 128, n_ctx: int = 128, n_batch: int = 16,
-          steps: int = 600, lr: float = 3e-3, seed: int = 0, repeats: float = 0.0,
-          curve_every: int = 50, vocab_dir: str | None = None,
-          n_vocab: int | None = None) -> dict:
-    """Train a small GPT-2 on a text file and write it to models_dir/name. (The induction
-    task needs no text: python -m picogpt.train --task induction --help.)
-
-    Args:
-        text_file: UTF-8 text to learn from; the last tenth is held out to measure the loss.
-        name: the new model folder's name; run it with `picogpt "..." --model_size NAME`. A
-            folder that exists is never overwritten.
-        models_dir: where the folder goes, as picogpt's --models_dir.
-        n_layer: number of transformer blocks.
-        n_head: attention heads per block; n_embd must be a multiple of it.
-        n_embd: width of the residual stream.
-        n_ctx: the longest context, and the length of the training windows.
-        n_batch: windows per step.
-        steps: optimiser steps.
-        lr: peak learning rate (after a warm-up of steps/10, a cosine down to lr/10).
-        seed: makes the initial weights and the batches, and so the run, repeatable.
-        repeats: the share of windows, from 0 to 1, that are random tokens with a run of them
-            repeated later instead of text: what an induction head learns from.
-        curve_every: every this many steps, measure the loss on held-out copies of random
-            runs and each head's scores; saved with the model as curve.json.
-        vocab_dir: folder with GPT-2's encoder.json and vocab.bpe (found by default).
-        n_vocab: learn a vocabulary of this many tokens from the text (byte-level BPE, as
-            GPT-2's: 256 bytes, the merges, <|endoftext|>) instead of using GPT-2's 50,257;
-            a small model trains many times faster on a few hundred or thousand.
-    """
-    check_vocab(n_vocab, vocab_dir)
-    check_settings({"n_layer": n_layer, "n_head": n_head, "n_embd": n_embd, "n_ctx": n_ctx,
-                    "n_batch": n_batch, "steps": steps, "curve_every": curve_every}, lr, seed,
-                   repeats, n_vocab or 50257)  # memory: the output layer's rows are the tokens
-    model_dir = new_model_dir(models_dir, name)
-    if n_vocab is None:
-        vocab, files = find_vocab(vocab_dir, models_dir), {}
-        encoder = read_encoder(vocab)
-    else:  # the text's own merges, written into the model folder as GPT-2's two files
-        merges, _ = learn_merges(read_text(text_file), n_vocab)
-        vocab, files = None, bpe_files(merges)
-        encoder = Encoder(files["encoder.json"], merges)
-    ids = read_ids(text_file, encoder, n_ctx)
-    split = int(len(ids) * 0.9)
-    train_ids, held_out = ids[:split], ids[split:]
-    if len(held_out) < n_ctx + 1:  # a short text: measure on a training window instead
-        held_out = ids[: n_ctx + 1]
-    hparams = {"n_vocab": len(encoder.encoder), "n_ctx": n_ctx, "n_embd": n_embd,
-               "n_head": n_head, "n_layer": n_layer}
-    rng = np.random.default_rng(seed)
-    params = init_params(hparams, rng)
-    held_out_batch = next(batches(held_out, n_batch, min(n_ctx, len(held_out) - 1), rng))
-    before = held_out_loss(params, held_out_batch, n_head)
-    curve = {"settings": {"repeats": repeats, "lr": lr, "n_batch": n_batch, "steps": steps,
-                          "seed": seed, **hparams}, "loss": [], "measured": []}
-    windows = batches(train_ids, n_batch, n_ctx, rng, repeats, hparams["n_vocab"])
-    texts = probes(n_ctx, hparams["n_vocab"])  # none for a context under 6 tokens
-    measure_at = (lambda params: measure(params, n_head, texts)) if texts else None
-    params, loss = learn(params, windows, steps, lr, max(1, steps // 10), n_head, curve,
-                         curve_every, measure_at)
-    after = held_out_loss(params, held_out_batch, n_head)
-    curve["held_out"] = {"per_token": [before, after], "per_byte": [
-        per_byte(loss, held_out_batch[1], encoder) for loss in (before, after)]}
-    save_model(model_dir, hparams, params, vocab, extra={"curve.json": curve, **files})
-    return {"model_dir": str(model_dir), "held_out_loss_before": before,
-            "held_out_loss_after": after, "last_train_loss": loss, "curve": curve,
-            "held_out_per_byte": curve["held_out"]["per_byte"]}
-
-
 def learn(params: dict, windows, steps: int, lr: float, warmup: int, n_head: int, curve: dict,
           curve_every: int, measure_at=None) -> tuple[dict, float]:
     """The training loop: steps of AdamW on the windows at the schedule's rate, the loss of each
@@ -226,25 +145,16 @@ def held_out_loss(params: dict, batch, n_head: int) -> float:
     return cross_entropy(gpt2(inputs, **params, n_head=n_head), targets)[0]
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Entry point of `python -m picogpt.train`."""
-    argv = sys.argv[1:] if argv is None else argv
-    if any(word.split("=")[0] == "--task" for word in argv):  # a task makes its own data
-        from .induction import main as task_main
+def __getattr__(name: str):
+    """train and main, the command, live in picogpt.cli.train; this keeps them importable here."""
+    if name in ("train", "main"):
+        from .cli import train as command  # the one way from the book to the command line
 
-        return task_main(argv)
-    result = run_command(train, argv, "python -m picogpt.train", "text_file",
-                         stopped="training stopped; nothing was written.")
-    if isinstance(result, dict):
-        name = Path(result["model_dir"]).name
-        before, after = result["held_out_per_byte"]
-        print(f"picogpt: wrote {result['model_dir']}. Loss on held-out text: "
-              f"{result['held_out_loss_before']:.3f} -> {result['held_out_loss_after']:.3f} nats "
-              f"per token, {before:.3f} -> {after:.3f} per byte (last training batch "
-              f"{result['last_train_loss']:.3f} per token). Try: picogpt "
-              f"\"Once upon a time\" --model_size {name} --models_dir "
-              f"{Path(result['model_dir']).parent}", file=sys.stderr)
+        return getattr(command, name)
+    raise AttributeError(f"module 'picogpt.train' has no attribute {name!r}")
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # python -m picogpt.train: the command, with the other commands
+    from .cli.train import main as command_main
+
+    command_main()

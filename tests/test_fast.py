@@ -99,7 +99,7 @@ import numpy as np
 from picogpt.generate import generate
 from picogpt.kvcache import KVCache, decode_step, prefill
 from picogpt.files.load import load_encoder_hparams_and_params
-from picogpt.files.params import tree_map
+from picogpt.train import tree_map
 from picogpt.score import score
 
 _, hparams, params = load_encoder_hparams_and_params("124M", sys.argv[1])

@@ -9,6 +9,7 @@ import pytest
 from test_load import assert_one_line_error, picogpt
 
 from picogpt import train as train_module
+from picogpt.cli.train import main
 from picogpt.files.load import load_encoder_hparams_and_params
 from picogpt.induction import (
     ablate,
@@ -18,7 +19,6 @@ from picogpt.induction import (
     task_batches,
     vocab_files,
 )
-from picogpt.train import main
 
 # A CI-sized run: the recipe's data, vocabulary and batch on a smaller shape, fewer steps. In
 # 600 steps the heads form for copies that follow the start token (the lead-in, from step 300,

@@ -573,7 +573,7 @@ def test_the_page_names_the_model_it_shows_in_its_title_and_header_in_both_langu
     folder: each page's title and heading name it, in English and in Chinese."""
     from test_hf import add_tokenizer, random_hf_model
 
-    from picogpt.train import train
+    from picogpt.cli.train import train
 
     text = tmp_path / "text.txt"
     text.write_text((Path(__file__).parent / "data" / "corpus.txt").read_text(

@@ -11,11 +11,12 @@ import pytest
 from test_load import assert_one_line_error, picogpt
 
 from picogpt import generate, load_encoder_hparams_and_params
+from picogpt.cli.prepare import per_byte
+from picogpt.cli.train import main
 from picogpt.encoder import PIECES, SPECIAL, Encoder, bytes_to_unicode
 from picogpt.errors import PicoGPTError
 from picogpt.files.vocab import read_vocab
 from picogpt.merges import bpe_files, learn_merges
-from picogpt.train import main, per_byte
 
 CORPUS = Path(__file__).parent / "data" / "corpus.txt"
 

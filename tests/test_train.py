@@ -13,9 +13,10 @@ from test_load import assert_one_line_error, picogpt
 
 from picogpt import generate, load_encoder_hparams_and_params
 from picogpt.backward import loss_and_grads
+from picogpt.cli.train import main, train
 from picogpt.files.params import flatten, nest
 from picogpt.model import gpt2, softmax
-from picogpt.train import adamw, init_params, main, train
+from picogpt.train import adamw, init_params
 from scripts.fixtures.reference import hf_model_of, hf_name
 
 

@@ -48,16 +48,6 @@ def flatten(params: dict) -> dict[str, np.ndarray]:
     return flat
 
 
-def tree_map(f, *trees):
-    """f applied to the arrays of nested dicts and lists of the same structure (params, grads)."""
-    first = trees[0]
-    if isinstance(first, dict):
-        return {key: tree_map(f, *(tree[key] for tree in trees)) for key in first}
-    if isinstance(first, list):
-        return [tree_map(f, *parts) for parts in zip(*trees)]
-    return f(*trees)
-
-
 def expected_shapes(hparams: dict[str, int]) -> dict[str, tuple[int, ...]]:
     """The flat name and shape of every tensor a GPT-2 with these hparams has."""
     n_embd = hparams["n_embd"]

@@ -16,10 +16,11 @@ from pathlib import Path
 import numpy as np
 
 from picogpt.backward import loss_and_grads
+from picogpt.cli.prepare import find_vocab
 from picogpt.encoder import Encoder
 from picogpt.files.vocab import read_vocab
 from picogpt.merges import bpe_files, learn_merges
-from picogpt.train import adamw, batches, find_vocab, init_params
+from picogpt.train import adamw, batches, init_params
 from scripts.benchmarks.common import alternate
 
 SHAPE = {"n_ctx": 128, "n_embd": 128, "n_head": 4, "n_layer": 2}

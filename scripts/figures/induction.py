@@ -28,6 +28,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from picogpt.cli.train import train  # noqa: E402
 from picogpt.files.load import load_encoder_hparams_and_params  # noqa: E402
 from picogpt.inside import (  # noqa: E402
     cosine_similarity,
@@ -35,7 +36,6 @@ from picogpt.inside import (  # noqa: E402
     previous_token_score,
     trace,
 )
-from picogpt.train import train  # noqa: E402
 from scripts.figures.common import (  # noqa: E402
     ATTENTION,
     SIMILARITY,

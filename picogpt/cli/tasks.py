@@ -1,0 +1,115 @@
+"""`python -m picogpt.train --task NAME`: training runs whose data a task makes (picogpt/
+induction.py), with the task's recipe as the flags' defaults."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import PicoGPTError, whole_number
+from ..files.store import save_model
+from ..induction import (
+    COPY_LENGTHS,
+    copy_probes,
+    measure_copies,
+    task_batches,
+    vocab_files,
+)
+from ..train import init_params, learn
+from .command import run_command
+from .prepare import check_settings, new_model_dir
+
+
+def train_task(task: str = "induction", name: str = "induction", models_dir: str = "models",
+               n_layer: int = 2, n_head: int = 2, n_embd: int = 64, n_ctx: int = 64,
+               n_batch: int = 32,
+               steps: int = 1600, lr: float = 3e-3, warmup: int = 300, seed: int = 0,
+               n_vocab: int = 64, block_min: int = 4, block_max: int = 32,
+               lead_in_from: int = 600, lead_in_max: int = 24, curve_every: int = 25,
+               text_file: str | None = None) -> dict:
+    """Grow an induction head: train a small GPT-2 on the induction task, no text needed.
+
+    The defaults are the recipe of docs/induction.md; every flag can change it. The model
+    folder runs in every picogpt mode: picogpt "t5 t17 t3 t5" --model_size NAME.
+
+    Args:
+        task: what to learn; the one task is induction.
+        name: the new model folder's name. A folder that exists is never overwritten.
+        models_dir: where the folder goes, as picogpt's --models_dir.
+        n_layer: number of transformer blocks.
+        n_head: attention heads per block; n_embd must be a multiple of it.
+        n_embd: width of the residual stream.
+        n_ctx: the longest context, and the length of the training windows.
+        n_batch: windows per step.
+        steps: optimiser steps.
+        lr: peak learning rate, reached after the warm-up; then a cosine down to lr/10.
+        warmup: steps of the linear rise to lr.
+        seed: makes the initial weights and the windows, and so the run, repeatable.
+        n_vocab: tokens in the vocabulary: t0 .. t{n_vocab - 2}, then the start token [CLS].
+        block_min: the shortest block of random tokens a window repeats.
+        block_max: the longest block (its tokens are distinct: at most n_vocab - 1).
+        lead_in_from: the step from which half the windows have random tokens before the block.
+        lead_in_max: the most random tokens before the block (0 .. lead_in_max, uniform).
+        curve_every: every this many steps, measure the held-out copies and the head scores;
+            saved with the model as curve.json.
+        text_file: none: the task makes its own windows.
+    """
+    settings = check_task(locals())
+    model_dir = new_model_dir(models_dir, name)
+    hparams = {"n_vocab": n_vocab, "n_ctx": n_ctx, "n_embd": n_embd, "n_head": n_head,
+               "n_layer": n_layer}
+    rng = np.random.default_rng(seed)
+    params = init_params(hparams, rng)
+    windows = task_batches(n_batch, n_ctx, n_vocab, rng, (block_min, block_max), lead_in_from,
+                           lead_in_max)
+    groups = copy_probes(n_ctx, n_vocab)
+    curve = {"settings": settings, "loss": [], "measured": []}
+    params, loss = learn(params, windows, steps, lr, warmup, n_head, curve, curve_every,
+                         lambda params: measure_copies(params, n_head, groups))
+    save_model(model_dir, hparams, params, None, {**vocab_files(n_vocab), "curve.json": curve})
+    return {"model_dir": str(model_dir), "last_train_loss": loss, "curve": curve}
+
+
+def check_task(settings: dict) -> dict:
+    """The task's settings, each checked, as curve.json records them; PicoGPTError for the
+    first that cannot train, before any work."""
+    if settings["task"] != "induction":
+        raise PicoGPTError(f"task={settings['task']!r} is not a task picogpt knows; the one "
+                           f"task is induction (--task induction).")
+    if settings["text_file"] is not None:
+        raise PicoGPTError(f"--task induction makes its own windows and reads no text; drop "
+                           f"{settings['text_file']!r}.")
+    sizes = ("n_layer", "n_head", "n_embd", "n_ctx", "n_batch", "steps", "curve_every")
+    check_settings({key: settings[key] for key in sizes}, settings["lr"], settings["seed"], 0,
+                   n_vocab=whole_number("n_vocab", settings["n_vocab"], 7,
+                                        hint="t0 .. t5 and [CLS] at least, for the probes"))
+    n_ctx, n_vocab = settings["n_ctx"], settings["n_vocab"]
+    if n_ctx < 1 + 2 * COPY_LENGTHS[0]:
+        raise PicoGPTError(f"n_ctx={n_ctx} is too short for the held-out probes: the shortest "
+                           f"run ({COPY_LENGTHS[0]} tokens) and its copy after the start token "
+                           f"need {1 + 2 * COPY_LENGTHS[0]}; give --n_ctx 11 or more.")
+    whole_number("warmup", settings["warmup"], 0, settings["steps"],
+                 hint="steps of the rise to --lr, within --steps")
+    low = whole_number("block_min", settings["block_min"], 1, hint="the shortest block")
+    whole_number("block_max", settings["block_max"], low, min(n_vocab - 1, n_ctx - 1),
+                 hint=f"its tokens are distinct, so at most n_vocab - 1 = {n_vocab - 1}, and "
+                      f"it must fit in n_ctx - 1 = {n_ctx - 1}; and from block_min up")
+    whole_number("lead_in_from", settings["lead_in_from"], 0, hint="a step; 0 is from the start")
+    whole_number("lead_in_max", settings["lead_in_max"], 0, n_ctx - 2,
+                 hint="random tokens before the block; 0 is none")
+    return {key: value for key, value in settings.items() if key not in ("text_file", "name",
+                                                                           "models_dir")}
+
+
+def main(argv: list[str]) -> None:
+    """`python -m picogpt.train --task induction ...`: train, then say what was written."""
+    result = run_command(train_task, argv, "python -m picogpt.train --task induction",
+                         "text_file", stopped="training stopped; nothing was written.")
+    if isinstance(result, dict):
+        model_dir = Path(result["model_dir"])
+        last = result["curve"]["measured"][-1]
+        run = [f"t{5 * i % (result['curve']['settings']['n_vocab'] - 1)}" for i in range(1, 5)]
+        print(f"picogpt: wrote {model_dir}. Held-out copies: first {last['first']:.2f}, second "
+              f"{last['second']:.2f} nats per token. Try: picogpt \"{' '.join(run + run[:2])}\""
+              f" --model_size {model_dir.name} --models_dir {model_dir.parent} --explain "
+              f"page.html", file=sys.stderr)
