@@ -114,23 +114,25 @@ def repeated_window(n: int, n_vocab: int, rng: np.random.Generator) -> np.ndarra
     return window
 
 def learn(params: dict, windows, steps: int, lr: float, warmup: int, n_head: int, curve: dict,
-          curve_every: int, measure_at=None) -> tuple[dict, float]:
+          curve_every: int, measure_at=None, report=None) -> tuple[dict, float]:
     """The training loop: steps of AdamW on the windows at the schedule's rate, the loss of each
     step and, every curve_every steps, measure_at(params) (held-out probes: "first" and
-    "second" copy losses, "previous" and "induction" head scores) added to curve and printed.
+    "second" copy losses, "previous" and "induction" head scores) added to curve and printed
+    by report(curve, measured, bar) (progress, unless a task shows its own measurements).
     Returns the params and the last step's loss."""
+    report = report or progress
     state, shown = {"step": 0}, {}
     bar = tqdm(zip(range(steps), windows), total=steps, desc="picogpt: training", unit="step",
                file=sys.stderr)
     for step, (inputs, targets) in bar:
         if measure_at and step % curve_every == 0:
-            shown = progress(curve, {"step": step, **measure_at(params)}, bar)
+            shown = report(curve, {"step": step, **measure_at(params)}, bar)
         loss, grads = loss_and_grads(inputs, targets, params, n_head)
         params, state = adamw(params, grads, state, learning_rate(step, steps, lr, warmup))
         curve["loss"].append(round(loss, 4))
         bar.set_postfix(shown | {"loss": f"{loss:.3f}"})
     if measure_at:
-        progress(curve, {"step": steps, **measure_at(params)}, bar)
+        report(curve, {"step": steps, **measure_at(params)}, bar)
     return params, loss
 
 

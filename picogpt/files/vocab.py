@@ -2,15 +2,17 @@
 
 Owns reading a vocabulary from disk: a byte-level BPE (encoder.json and vocab.bpe, as OpenAI
 ships GPT-2's and picogpt.train writes its own; vocab.json and merges.txt in a Hugging Face
-folder) or a WordPiece vocabulary (vocab.txt, with tokenizer_config.json and
-special_tokens_map.json beside it, as BERT's and the uer Chinese GPT-2s' are). The files
-decide which, in every folder picogpt reads: OpenAI's, a trained model's and a Hugging Face
-folder. The classes that turn text into ids are encoder.py's and wordpiece.py's; this room
-only reads and checks, and must not write.
+folder), a WordPiece vocabulary (vocab.txt, with tokenizer_config.json and
+special_tokens_map.json beside it, as BERT's and the uer Chinese GPT-2s' are) or a character
+vocabulary (chars.json, as picogpt.train --vocab chars writes). The files decide which, in
+every folder picogpt reads: OpenAI's, a trained model's and a Hugging Face folder. The classes
+that turn text into ids are encoder.py's, wordpiece.py's and chars.py's; this room only reads
+and checks, and must not write.
 """
 
 from pathlib import Path
 
+from ..chars import START, UNKNOWN, Chars
 from ..encoder import SPECIAL, Encoder
 from ..errors import PicoGPTError
 from ..wordpiece import WordPiece
@@ -19,6 +21,7 @@ from .store import read_json
 N_VOCAB, N_MERGES = 50257, 50000  # what GPT-2's encoder.json and vocab.bpe hold
 END_OF_TEXT_ID = 50256  # where GPT-2's table puts <|endoftext|>
 BPE_FILES = (("encoder.json", "vocab.bpe"), ("vocab.json", "merges.txt"))  # OpenAI's, HF's
+CHARS_FILE = "chars.json"  # a JSON list of picogpt's character vocabulary: id -> token
 WORDPIECE_FILES = ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
 # what WordPiece takes from those two JSON files: each setting's types (None: the default), as
 # the error names them
@@ -35,22 +38,27 @@ def read_vocab(folder: Path, fix: str, gpt2: bool = False):
     bad file."""
     bpe = [pair for pair in BPE_FILES if all((folder / name).is_file() for name in pair)]
     wordpiece = (folder / WORDPIECE_FILES[0]).is_file()
-    if len(bpe) + wordpiece != 1:
-        names = [name for pair in BPE_FILES for name in pair] + list(WORDPIECE_FILES)
+    chars = (folder / CHARS_FILE).is_file()
+    if len(bpe) + wordpiece + chars != 1:
+        names = [name for pair in BPE_FILES for name in pair] + list(WORDPIECE_FILES) + [
+            CHARS_FILE]
         found = [name for name in names if (folder / name).is_file()]
         halves = [f"{a} without {b}" for pair in BPE_FILES for a, b in (pair, pair[::-1])
                   if (folder / a).is_file() and not (folder / b).is_file()]
-        which = "both a BPE and a WordPiece vocabulary" if bpe and wordpiece else (
+        which = "two kinds of vocabulary" if bool(bpe) + wordpiece + chars > 1 else (
             "two BPE vocabularies" if len(bpe) > 1 else
             f"no whole vocabulary ({'; '.join(halves)})" if halves else "no vocabulary")
         raise PicoGPTError(
             f"{folder} holds {which} (found: {', '.join(found) or 'none of them'}); picogpt "
             f"needs exactly one: encoder.json + vocab.bpe, vocab.json + merges.txt (byte-level "
-            f"BPE, as GPT-2's) or vocab.txt (WordPiece, as BERT's). {fix[0].upper()}{fix[1:]}.")
+            f"BPE, as GPT-2's), vocab.txt (WordPiece, as BERT's) or chars.json (characters). "
+            f"{fix[0].upper()}{fix[1:]}.")
+    if (wordpiece or chars) and gpt2:
+        raise PicoGPTError(f"{folder} holds {'vocab.txt' if wordpiece else CHARS_FILE}, not "
+                           f"GPT-2's encoder.json and vocab.bpe; {fix}.")
+    if chars:
+        return read_chars(folder / CHARS_FILE, fix)
     if wordpiece:
-        if gpt2:
-            raise PicoGPTError(f"{folder} holds vocab.txt, not GPT-2's encoder.json and "
-                               f"vocab.bpe; {fix}.")
         return read_wordpiece(folder, fix)
     tokens, merges = bpe[0]
     return read_bpe(folder / tokens, folder / merges, (N_VOCAB, N_MERGES) if gpt2 else None, fix)
@@ -89,6 +97,18 @@ def read_bpe(tokens_file: Path, merges_file: Path, sizes: tuple[int, int] | None
         what = "GPT-2's merge list" if n_merges else "a BPE merge list"
         raise PicoGPTError(f"{merges_file} is not {what} ({count}); {fix}.")
     return Encoder(table, merges)
+
+
+def read_chars(path: Path, fix: str) -> Chars:
+    """A character vocabulary: chars.json, a JSON list of distinct tokens (its index is the id),
+    each one character but the two special tokens. fix is what the error says to do."""
+    tokens = read_json(path)
+    if not (isinstance(tokens, list) and all(isinstance(t, str) for t in tokens)
+            and len(set(tokens)) == len(tokens) and {START, UNKNOWN} <= set(tokens)
+            and all(len(t) == 1 for t in tokens if t not in (START, UNKNOWN))):
+        raise PicoGPTError(f"{path} is not a character vocabulary (a JSON list of distinct "
+                           f"characters with {UNKNOWN} and {START}); {fix}.")
+    return Chars(tokens)
 
 
 def read_wordpiece(folder: Path, fix: str) -> WordPiece:
