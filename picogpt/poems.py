@@ -56,8 +56,10 @@ def clean_fortunes(text: str) -> list[str]:
     return [poem for poem in map(clean_entry, entries) if poem is not None]
 
 
-def read_fortunes(folder: Path = FORTUNES) -> list[str] | None:
-    """The poems of fortunes-zh's files in folder, once each; None when none is installed."""
+def read_fortunes(folder: Path | None = None) -> list[str] | None:
+    """The poems of fortunes-zh's files in folder (FORTUNES by default), once each; None when
+    none is installed."""
+    folder = FORTUNES if folder is None else folder
     found = [folder / name for name in FORTUNE_FILES if (folder / name).is_file()]
     if not found:
         return None

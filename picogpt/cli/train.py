@@ -7,11 +7,14 @@ from pathlib import Path
 
 import numpy as np
 
+from ..chars import Chars, count_chars
 from ..curve import measure, probes
 from ..encoder import Encoder
+from ..errors import PicoGPTError, _
 from ..files.load import read_encoder
 from ..files.store import save_model
 from ..merges import bpe_files, learn_merges
+from ..poems import poem_ids, read_paragraphs
 from ..train import batches, held_out_loss, init_params, learn
 from .command import run_command
 from .prepare import (
@@ -29,7 +32,7 @@ def train(text_file: str, name: str = "trained", models_dir: str = "models", n_l
           n_head: int = 4, n_embd: int = 128, n_ctx: int = 128, n_batch: int = 16,
           steps: int = 600, lr: float = 3e-3, seed: int = 0, repeats: float = 0.0,
           curve_every: int = 50, vocab_dir: str | None = None,
-          n_vocab: int | None = None) -> dict:
+          n_vocab: int | None = None, vocab: str | None = None) -> dict:
     """Train a small GPT-2 on a text file and write it to models_dir/name. (The induction
     task needs no text: python -m picogpt.train --task induction --help.)
 
@@ -54,25 +57,43 @@ def train(text_file: str, name: str = "trained", models_dir: str = "models", n_l
         n_vocab: learn a vocabulary of this many tokens from the text (byte-level BPE, as
             GPT-2's: 256 bytes, the merges, <|endoftext|>) instead of using GPT-2's 50,257;
             a small model trains many times faster on a few hundred or thousand.
+        vocab: chars for a character vocabulary: each character the training text holds twice
+            or more is a token (line breaks and spaces too), the rest one unknown token, and a
+            start token before each paragraph; for Chinese, or a character-level model of a book.
     """
     check_vocab(n_vocab, vocab_dir)
+    if vocab is not None and (vocab != "chars" or n_vocab is not None or vocab_dir is not None):
+        raise PicoGPTError(_("--vocab {vocab!r}: the one vocabulary it names is chars (a "
+                             "character vocabulary), which takes neither --n_vocab nor "
+                             "--vocab_dir.").format(vocab=vocab))
     check_settings({"n_layer": n_layer, "n_head": n_head, "n_embd": n_embd, "n_ctx": n_ctx,
                     "n_batch": n_batch, "steps": steps, "curve_every": curve_every}, lr, seed,
                    repeats, n_vocab or 50257)  # memory: the output layer's rows are the tokens
     model_dir = new_model_dir(models_dir, name)
-    if n_vocab is None:
+    if vocab == "chars":  # counted on the text before the held-out tenth
+        text = read_text(text_file)
+        paragraphs = read_paragraphs(text[: int(len(text) * 0.9)])
+        encoder = Chars(count_chars("\n\n".join(paragraphs)))
+        vocab, files = None, {"chars.json": encoder.tokens}
+    elif n_vocab is None:
         vocab, files = find_vocab(vocab_dir, models_dir), {}
         encoder = read_encoder(vocab)
     else:  # the text's own merges, written into the model folder as GPT-2's two files
-        merges, _ = learn_merges(read_text(text_file), n_vocab)
+        merges = learn_merges(read_text(text_file), n_vocab)[0]
         vocab, files = None, bpe_files(merges)
         encoder = Encoder(files["encoder.json"], merges)
-    ids = read_ids(text_file, encoder, n_ctx)
+    ids = read_ids(text_file, encoder, n_ctx) if vocab != "chars" else poem_ids(
+        read_paragraphs(text), encoder)  # the start token before each paragraph
+    if len(ids) < 2 * (n_ctx + 1):
+        raise PicoGPTError(_("{text_file} is {n} tokens; training on windows of {m} needs at "
+                             "least {need}. Give a longer text.").format(
+                                 text_file=text_file, n=len(ids), m=n_ctx + 1,
+                                 need=2 * (n_ctx + 1)))
     split = int(len(ids) * 0.9)
     train_ids, held_out = ids[:split], ids[split:]
     if len(held_out) < n_ctx + 1:  # a short text: measure on a training window instead
         held_out = ids[: n_ctx + 1]
-    hparams = {"n_vocab": len(encoder.encoder), "n_ctx": n_ctx, "n_embd": n_embd,
+    hparams = {"n_vocab": encoder.n_vocab, "n_ctx": n_ctx, "n_embd": n_embd,
                "n_head": n_head, "n_layer": n_layer}
     rng = np.random.default_rng(seed)
     params = init_params(hparams, rng)
