@@ -150,7 +150,8 @@ def baselines(train_ids: np.ndarray, ids: np.ndarray, n_vocab: int) -> dict[str,
 def kept_length(prompt: str, continuation: str) -> tuple[int, int]:
     """How many whole half-lines of continuation have the length of prompt's last one, and how
     many whole half-lines it has (a half-line ends at a punctuation mark)."""
-    wanted = len(half_lines(prompt)[-1])
+    halves = half_lines(prompt)
+    wanted = len(halves[-1]) if halves else len(prompt)
     lengths = [len(half.strip()) for half in half_lines(continuation)]
     return sum(n == wanted for n in lengths), len(lengths)
 
@@ -173,7 +174,7 @@ def stream_loss(params: dict, n_head: int, ids: np.ndarray, n_rows: int = 32) ->
 
 def first_halves(verses: list[str]) -> list[str]:
     """Each verse's first half-line with its punctuation mark: the prompts of line_share."""
-    return [re.match(f"[^{PUNCTUATION}]+[{PUNCTUATION}]", verse)[0] for verse in verses]
+    return [re.match(f"[^{PUNCTUATION}]*[{PUNCTUATION}]?", verse)[0] for verse in verses]
 
 
 def sample(params: dict, n_head: int, encoder, prompt: str, n_tokens: int, top_k: int = 8,

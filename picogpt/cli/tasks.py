@@ -150,6 +150,7 @@ def train_poems(task: str = "poems", name: str = "shi", models_dir: str = "model
         curve_every: every this many steps, measure the held-out loss and write a sample;
             the model kept is the one with the lowest held-out loss. Saved as curve.json.
     """
+    whole_number("n_ctx", n_ctx, 8, hint="a half-line and what follows it must fit")
     sizes = {"n_layer": n_layer, "n_head": n_head, "n_embd": n_embd, "n_ctx": n_ctx,
              "n_batch": n_batch, "steps": steps, "curve_every": curve_every}
     check_settings(sizes, lr, seed, verse_share, 8000)  # the repeats check: a share, 0 to 1
@@ -184,13 +185,14 @@ def train_poems(task: str = "poems", name: str = "shi", models_dir: str = "model
         if held < best["held_out"]:
             best.update(held_out=held, params=params, step=len(curve["loss"]))
         return {"held_out": round(held, 4),
-                "sample": sample(params, n_head, encoder, "", 32, seed=seed)}
+                "sample": sample(params, n_head, encoder, "", min(32, n_ctx - 1), seed=seed)}
 
     params, loss = learn(params, windows, steps, lr, warmup, n_head, curve, curve_every,
                          measure_at, lambda curve, measured, bar: show(curve, measured, bar,
                                                                         base))
-    prompts = first_halves(held_out[:48])
-    share, texts = line_share(best["params"], n_head, encoder, prompts, seed=seed)
+    prompts = [prompt[-(n_ctx // 2) :] for prompt in first_halves(held_out[:48])]  # they fit
+    share, texts = line_share(best["params"], n_head, encoder, prompts,
+                              min(24, n_ctx - n_ctx // 2 - 1), seed=seed)
     curve["best"] = {"step": best["step"], "held_out": best["held_out"], "line_share": share,
                      "samples": [p + t for p, t in zip(prompts[:8], texts)]}
     save_model(model_dir, hparams, best["params"], None,

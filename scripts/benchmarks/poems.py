@@ -16,7 +16,6 @@ import os
 import platform
 import resource
 import time
-from pathlib import Path
 
 from picogpt.cli.tasks import train_poems
 
