@@ -11,8 +11,8 @@ compute (the session does), answer a request (the server does) or read the comma
 import sys
 
 from ..errors import whole_number
+from ..files.loaded import load_model
 from .command import read_prompt
-from .models import load_model
 
 
 def explore_model(prompt: str = "", port: int | None = None, no_browser: bool = False,

@@ -15,13 +15,13 @@ import sys
 from collections.abc import Iterable, Iterator
 
 from ..errors import PicoGPTError, whole_number
+from ..files.loaded import load_model
 from ..generate import check_settings, generate, generate_samples, generate_steps
 from ..sampling import Sampling
 from ..score import check_score_settings, join_scores, score_windows, summary
 from ..web.page import check_path, page_data, write_page
 from .command import ending, read_prompt, run_command
 from .explore import explore_model
-from .models import load_model
 from .terminal import (
     call_first,
     print_samples,

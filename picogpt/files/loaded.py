@@ -9,11 +9,11 @@ Face folder), for the pages' titles and the command's messages.
 
 from pathlib import Path
 
+from ..cli.command import reuse_freed_memory
 from ..encoder import Encoder
 from ..errors import PicoGPTError
-from ..files.hf import load_hf
-from ..files.load import MODEL_SIZES, load_encoder_hparams_and_params
-from .command import reuse_freed_memory
+from .hf import load_hf
+from .load import MODEL_SIZES, load_encoder_hparams_and_params
 
 
 def load_model(model_size: str, models_dir: str, base_url: str | None,
