@@ -13,7 +13,8 @@ and `end`; it is fed before a prompt only when the prompt is empty, as OpenAI's 
 
 import regex
 
-END_OF_TEXT = 50256  # id of "<|endoftext|>" in GPT-2's encoder.json
+N_VOCAB, N_MERGES = 50257, 50000  # GPT-2's vocabulary: 256 bytes, 50,000 merges, <|endoftext|>
+END_OF_TEXT = N_VOCAB - 1  # id of "<|endoftext|>" in GPT-2's encoder.json, its last
 SPECIAL = "<|endoftext|>"  # a byte-level BPE's one special token, in GPT-2's and picogpt's own
 
 # GPT-2 cuts text into pieces before BPE: English contractions (lower case only, as OpenAI's

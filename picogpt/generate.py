@@ -139,8 +139,9 @@ SCALES = (1e-6, 1e6)
 
 
 def check_settings(n_tokens: int, sampling: Sampling, seed: int | None, stop: str | None,
-                   n_vocab: int = 50257) -> None:
-    """Raise PicoGPTError for a setting that makes no sense, before any work is done."""
+                   n_vocab: int | None = None) -> None:
+    """Raise PicoGPTError for a setting that makes no sense, before any work is done; top_k is
+    bounded by the model's n_vocab once it is known."""
     whole_number("n_tokens", n_tokens, 0)
     if sampling.top_k is not None:
         whole_number("top_k", sampling.top_k, 1, n_vocab,

@@ -12,6 +12,7 @@ from collections.abc import Collection
 
 import numpy as np
 
+from .encoder import N_VOCAB
 from .model import attention_scores, embed, ffn, future_mask, gelu, layer_norm, mha, softmax
 from .sampling import most_likely
 
@@ -143,7 +144,7 @@ def induction_score(values: dict[str, np.ndarray], ids) -> np.ndarray:  # -> [n_
     return (weights * after).sum(axis=-1)[..., repeated].mean(axis=-1)
 
 
-def repeated_tokens(n: int, seed: int = 0, n_vocab: int = 50257) -> list[int]:
+def repeated_tokens(n: int, seed: int = 0, n_vocab: int = N_VOCAB) -> list[int]:
     """<|endoftext|>, n random token ids, and the same n again: a text in which only an
     induction head can predict the second half (its tokens never repeat by chance)."""
     rng = np.random.default_rng(seed)

@@ -17,6 +17,7 @@ from tqdm import tqdm
 
 from .backward import cross_entropy, loss_and_grads
 from .curve import best_heads, summary
+from .encoder import N_VOCAB
 from .model import gpt2
 
 
@@ -88,7 +89,7 @@ def learning_rate(step: int, steps: int, lr: float, warmup: int) -> float:
 
 
 def batches(ids: np.ndarray, n_batch: int, n_seq: int, rng: np.random.Generator,
-            repeats: float = 0.0, n_vocab: int = 50257):
+            repeats: float = 0.0, n_vocab: int = N_VOCAB):
     """Endless (inputs, targets) pairs of [n_batch, n_seq] windows at random places in ids; with
     repeats, that share of the windows is random tokens with a run of them repeated instead."""
     while True:

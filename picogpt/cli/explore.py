@@ -43,8 +43,9 @@ def explore_model(prompt: str = "", port: int | None = None, no_browser: bool = 
     from ..web.session import Session
 
     text = read_prompt(prompt, prompt_file)
-    encoder, hparams, params, model = load_model(model_size, models_dir, base_url, hf)
-    session = Session(encoder, hparams, params, model)
+    loaded = load_model(model_size, models_dir, base_url, hf)
+    session = Session(loaded.encoder, loaded.hparams, loaded.params, loaded.about())
+    model = loaded.about()
     server = ExploreServer(session, port or 0, text)
     print(f"picogpt: exploring {model['where']} at {server.url}", file=sys.stderr)
     print(server.url, flush=True)

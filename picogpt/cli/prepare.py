@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..encoder import N_VOCAB
 from ..errors import PicoGPTError, number, text, whole_number
 from ..files.load import MODEL_SIZES
 from ..merges import N_BYTES
@@ -60,7 +61,7 @@ def read_ids(text_file: str, encoder, n_seq: int) -> np.ndarray:
 
 
 def check_settings(sizes: dict, lr: float, seed: int, repeats: float,
-                   n_vocab: int = 50257) -> None:
+                   n_vocab: int = N_VOCAB) -> None:
     """Raise PicoGPTError for the first setting that cannot train, before any work."""
     for key, value in sizes.items():
         whole_number(key, value, 1)
@@ -78,7 +79,7 @@ def check_settings(sizes: dict, lr: float, seed: int, repeats: float,
 
 
 def check_memory(n_layer: int, n_head: int, n_embd: int, n_ctx: int, n_batch: int,
-                 n_vocab: int = 50257) -> None:
+                 n_vocab: int = N_VOCAB) -> None:
     """Raise PicoGPTError if training this shape would need more memory than the machine has."""
     weights = n_vocab * n_embd + n_ctx * n_embd + n_layer * (12 * n_embd * n_embd + 13 * n_embd)
     # the weights four times (params, grads, AdamW's two moments); per position the logits and

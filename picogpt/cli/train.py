@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from ..curve import measure, probes
-from ..encoder import Encoder
+from ..encoder import N_VOCAB, Encoder
 from ..files.load import read_encoder
 from ..files.store import save_model
 from ..merges import bpe_files, learn_merges
@@ -58,7 +58,7 @@ def train(text_file: str, name: str = "trained", models_dir: str = "models", n_l
     check_vocab(n_vocab, vocab_dir)
     check_settings({"n_layer": n_layer, "n_head": n_head, "n_embd": n_embd, "n_ctx": n_ctx,
                     "n_batch": n_batch, "steps": steps, "curve_every": curve_every}, lr, seed,
-                   repeats, n_vocab or 50257)  # memory: the output layer's rows are the tokens
+                   repeats, n_vocab or N_VOCAB)  # memory: the output layer's rows are the tokens
     model_dir = new_model_dir(models_dir, name)
     if n_vocab is None:
         vocab, files = find_vocab(vocab_dir, models_dir), {}

@@ -24,7 +24,7 @@ import numpy as np
 from ..encoder import Encoder
 from ..errors import PicoGPTError
 from .hub import hub_cache, hub_folder, is_model_id  # noqa: F401 (hub_cache: hf's too)
-from .params import check_hparams, check_shapes, nest
+from .params import check_hparams, check_shapes, fit_vocabulary, nest
 from .vocab import read_vocab
 
 WEIGHTS, CONFIG = "model.safetensors", "config.json"
@@ -55,7 +55,7 @@ def load_hf(path: str) -> tuple[Encoder, dict[str, int], dict]:
     if lm_head is not None and not np.array_equal(lm_head, arrays["wte"]):
         raise PicoGPTError(f"{folder / WEIGHTS} has an lm_head.weight that differs from wte; "
                            f"picogpt's GPT-2 uses wte as its output layer (tied weights).")
-    return encoder, hparams, nest(arrays)
+    return (encoder, *fit_vocabulary(hparams, nest(arrays), encoder.n_vocab))
 
 
 def find_folder(path: str) -> Path:

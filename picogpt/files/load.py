@@ -23,7 +23,7 @@ from tqdm import tqdm
 from ..encoder import Encoder
 from ..errors import PicoGPTError
 from .download import FILES, download_missing, download_url
-from .params import check_hparams, check_shapes, nest
+from .params import check_hparams, check_shapes, fit_vocabulary, nest
 from .store import model_lock, read_json, read_params, source_stamps, write_params
 from .vocab import read_vocab
 
@@ -55,7 +55,7 @@ def load_encoder_hparams_and_params(model_size: str = "124M", models_dir: str = 
             arrays = read_params(model_dir) or build_params(model_dir)
     check_shapes(arrays, hparams, str(model_dir / "hparams.json"), "the checkpoint",
                  "The folder mixes two models; delete it to download again.")
-    return encoder, hparams, nest(arrays)
+    return (encoder, *fit_vocabulary(hparams, nest(arrays), encoder.n_vocab))
 
 
 def read_hparams(model_dir: Path) -> dict[str, int]:

@@ -48,6 +48,15 @@ def flatten(params: dict) -> dict[str, np.ndarray]:
     return flat
 
 
+def fit_vocabulary(hparams: dict, params: dict, n_vocab: int) -> tuple[dict, dict]:
+    """hparams and params with wte cut to the vocabulary's n_vocab rows. A model padded past its
+    tokenizer (nanoGPT pads GPT-2's vocabulary to 50,304 rows, a multiple of 64, for speed)
+    then never gives an id its vocabulary lacks; the rows cut were never a token's."""
+    if params["wte"].shape[0] <= n_vocab:
+        return hparams, params
+    return {**hparams, "n_vocab": n_vocab}, {**params, "wte": params["wte"][:n_vocab]}
+
+
 def expected_shapes(hparams: dict[str, int]) -> dict[str, tuple[int, ...]]:
     """The flat name and shape of every tensor a GPT-2 with these hparams has."""
     n_embd = hparams["n_embd"]

@@ -11,13 +11,11 @@ only reads and checks, and must not write.
 
 from pathlib import Path
 
-from ..encoder import SPECIAL, Encoder
+from ..encoder import END_OF_TEXT, N_MERGES, N_VOCAB, SPECIAL, Encoder
 from ..errors import PicoGPTError
 from ..wordpiece import WordPiece
 from .store import read_json
 
-N_VOCAB, N_MERGES = 50257, 50000  # what GPT-2's encoder.json and vocab.bpe hold
-END_OF_TEXT_ID = 50256  # where GPT-2's table puts <|endoftext|>
 BPE_FILES = (("encoder.json", "vocab.bpe"), ("vocab.json", "merges.txt"))  # OpenAI's, HF's
 WORDPIECE_FILES = ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
 # what WordPiece takes from those two JSON files: each setting's types (None: the default), as
@@ -65,8 +63,8 @@ def read_bpe(tokens_file: Path, merges_file: Path, sizes: tuple[int, int] | None
     table = read_json(tokens_file)
     n_tokens, n_merges = sizes or (None, None)
     if not isinstance(table, dict) or SPECIAL not in table or (n_tokens is not None and (
-            len(table) != n_tokens or table[SPECIAL] != END_OF_TEXT_ID)):
-        count = f"{n_tokens} tokens, {SPECIAL} = {END_OF_TEXT_ID}" if n_tokens else \
+            len(table) != n_tokens or table[SPECIAL] != END_OF_TEXT)):
+        count = f"{n_tokens} tokens, {SPECIAL} = {END_OF_TEXT}" if n_tokens else \
             f"token -> id, with {SPECIAL}"
         what = "GPT-2's token table" if n_tokens else "a BPE token table"
         raise PicoGPTError(f"{tokens_file} is not {what} ({count}); {fix}.")
