@@ -1,7 +1,7 @@
 """Byte-level BPE: text to GPT-2 token ids and back.
 
-Owns the `Encoder` class. It is built from the two things vocab.py read from disk, the token
-table of encoder.json and the merge list of vocab.bpe, and does no I/O of its own.
+It holds the `Encoder` class, built from GPT-2's token table (encoder.json) and merge list
+(vocab.bpe) that files/vocab.py read.
 
 Every vocabulary picogpt reads (this one, and WordPiece's beside it) has the same face: `encode`,
 `decode`, `decode_bytes`, `n_vocab`, and its special tokens as data: `start` (the id a text

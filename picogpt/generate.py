@@ -1,12 +1,9 @@
 """The decode loop: feed the prompt once, then one token per step, and pick each next token.
 
-Owns the three ways to generate, which differ only in what they yield: `generate` (token ids),
-`generate_steps` (each token as a Step, with the candidates it was picked from) and
-`generate_samples` (several samples decoded together, as (sample, token id) pairs); the loop
-behind them, and the checks of their settings. How a token is picked is sampling.py's; the keys
-and values the loop keeps between steps are kvcache.py's. It must not print, read files or
-touch global random state: randomness comes only from the per-sample generators that
-sampling.py makes from the `seed` argument.
+It holds the three ways to generate, which differ only in what they yield: `generate` (token ids),
+`generate_steps` (each token with the candidates it was picked from) and `generate_samples`
+(several samples decoded together). How a token is picked is sampling.py's; the keys and values
+kept between steps are kvcache.py's.
 """
 
 from collections.abc import Iterator, Sequence

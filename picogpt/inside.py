@@ -1,11 +1,9 @@
 """The inside view: what each layer computes, which tokens it weighed, what it nearly said.
 
-Owns `trace` (the forward pass with its intermediate values kept, under TransformerLens's hook
-names without the `hook_` prefix), `logit_lens` and `cosine_similarity`. trace runs model.py's
-own functions in the order `gpt2` calls them, reaching inside `mha` and `ffn` through their
-`attend` and `activation` arguments, so nothing is computed twice or another way: the traced
-logits equal `gpt2`'s bit for bit, and a test checks it. No I/O; page.py turns these into the
-offline page.
+It holds `trace` (the forward pass with every intermediate value kept, under TransformerLens's hook
+names without `hook_`), `logit_lens`, `cosine_similarity` and the head scores. trace runs
+model.py's own functions in `gpt2`'s order, so its logits equal `gpt2`'s bit for bit (a test checks
+it).
 """
 
 from collections.abc import Collection

@@ -1,6 +1,6 @@
 """Scoring text: how likely GPT-2 finds each token of it, and the text's perplexity.
 
-Owns `score` and the windows behind it. Like generate.py it calls the model and does no I/O.
+It holds `score` and the windows behind it.
 
 Every token is scored once, the first one too: the text is preceded by the vocabulary's start
 token (GPT-2's <|endoftext|>, a BERT vocabulary's [CLS]), as the model saw the start of a

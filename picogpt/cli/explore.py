@@ -1,11 +1,8 @@
 """The `picogpt --explore` mode: the model served on 127.0.0.1 as a page to explore it.
 
-Owns what the mode does as a process: check its port before anything loads, read the prompt,
-load the model the flags name (models.py), start the server (server.py) on an exploring session
-(explore.py), print its address, open the browser (browser.py) unless told not to, and stop on
-Ctrl-C. cli.py routes `--explore` here and adds the model flags to its --help. Must not
-compute (the session does), answer a request (the server does) or read the command line
-(command.py does).
+It checks the port, loads the model the flags name, starts the server (web/server.py) on a session
+(web/session.py), prints the page's address, opens the browser unless told not to, and stops on
+Ctrl-C.
 """
 
 import sys

@@ -1,14 +1,8 @@
 """What training reads and checks before it learns: the text, its vocabulary, the settings.
 
-Owns the preparation train.py's command and induction.py's task share: finding GPT-2's
-vocabulary files, reading the text as UTF-8 and its token ids, checking --n_vocab, the sizes,
-the learning rate, the seed and the memory a shape needs, the new model folder's name, and the
-loss per byte that compares runs with different vocabularies. Every bad setting is a one-line
-PicoGPTError raised here, before any long work.
-
-Must not learn (train.py owns the weights, AdamW, the schedule, batches and the loop), print, or
-write anything: it only reads the text and the vocabulary folders, and looks at the machine's
-memory.
+It finds GPT-2's vocabulary files, reads the text and its token ids, checks the settings and the
+memory a shape needs, names the new model folder, and converts a loss to nats per byte. Every bad
+setting is one line, raised here before any long work; nothing is written.
 """
 
 import os

@@ -1,13 +1,9 @@
 """The `picogpt` command: prompt in, GPT-2's continuation streamed out, the prompt scored, or a
 page to explore the model.
 
-Owns what the command's modes do and which flags each takes: `generate_text` (the default) and
-`score_text` (`--score`) here, `explore_model` (`--explore`) in explore_mode.py, which it
-routes to and whose --help gets the same model flags. Each checks its settings before anything
-loads, loads the model the flags name (models.py), runs the engine, and hands what came back to
-terminal.py, which prints it. Must not read the command line, write error lines or choose exit
-codes: those are command.py's, shared with `python -m picogpt.train`. The data flows one way:
-prompt -> encoder.encode -> generate -> encoder.decode -> stdout.
+It holds `generate_text` (the default mode) and `score_text` (`--score`), routes `--explore` to
+cli/explore.py, and checks each mode's flags before anything loads. The data flows one way: prompt
+-> encoder.encode -> generate -> encoder.decode -> stdout.
 """
 
 import inspect

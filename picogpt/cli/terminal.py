@@ -1,8 +1,7 @@
 """What the picogpt command prints: streamed text, several samples, step candidates, scores.
 
-Owns the terminal views. cli.py decides what to run, runs the engine and hands these what it
-returned (streamed as it comes, where the engine yields); they print to stdout (progress to
-stderr) and hold no other logic than laying it out. How a token's text is shown is show.py's.
+It prints what the engine returns, streamed as it comes: text to stdout, progress to stderr, and no
+other logic than the layout.
 """
 
 import codecs

@@ -1,9 +1,7 @@
 """OpenAI's model folder: its hparams, its vocabulary, its TensorFlow checkpoint converted once.
 
-Owns `load_encoder_hparams_and_params`, reading `hparams.json`, GPT-2's vocabulary (the reader
-hf.py shares) and the checkpoint, which it converts into the store (store.py) the first time a
-size is used. The download itself is download.py's; the store's files are store.py's. It must
-not print, or touch the model math.
+It holds `load_encoder_hparams_and_params`: it reads hparams.json and the vocabulary, and converts
+the TensorFlow checkpoint into the store (files/store.py) the first time a size is used.
 
 Layout of `models_dir/<size>/`: OpenAI's seven files, `download.json` (the byte size of each
 file picogpt downloaded, to spot a file damaged later) and `params/`, the checkpoint converted

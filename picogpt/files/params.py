@@ -1,10 +1,8 @@
 """The params tree: GPT-2's tensor names, their nesting, the shapes hparams give them.
 
-Owns the one rename between a flat name and the nested dict the model splats
-("h3.attn.c_attn.w" <-> params["blocks"][3]["attn"]["c_attn"]["w"]), the shape every tensor
-must have for given hparams, and the checks that hparams and tensors fit each other. Every
-loader (OpenAI's folder, the converted store, a Hugging Face folder) and training use it. No
-I/O: a file's name reaches it only to be named in an error.
+It holds the one rename between a flat name and the nested dict the model splats
+("h3.attn.c_attn.w" <-> params["blocks"][3]["attn"]["c_attn"]["w"]), the shape each tensor must
+have for given hparams, and the checks that they fit. Every loader and training use it.
 """
 
 from typing import Any

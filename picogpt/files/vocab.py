@@ -1,12 +1,9 @@
 """Which vocabulary a model folder holds, read from its files and checked.
 
-Owns reading a vocabulary from disk: a byte-level BPE (encoder.json and vocab.bpe, as OpenAI
-ships GPT-2's and picogpt.train writes its own; vocab.json and merges.txt in a Hugging Face
-folder) or a WordPiece vocabulary (vocab.txt, with tokenizer_config.json and
-special_tokens_map.json beside it, as BERT's and the uer Chinese GPT-2s' are). The files
-decide which, in every folder picogpt reads: OpenAI's, a trained model's and a Hugging Face
-folder. The classes that turn text into ids are encoder.py's and wordpiece.py's; this room
-only reads and checks, and must not write.
+A byte-level BPE (encoder.json and vocab.bpe, or Hugging Face's vocab.json and merges.txt) or a
+WordPiece vocabulary (vocab.txt with tokenizer_config.json and special_tokens_map.json): the files
+decide which, in every folder picogpt reads. It reads and checks; the classes that use the
+vocabulary are encoder.py's and wordpiece.py's.
 """
 
 from pathlib import Path
