@@ -106,21 +106,21 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
         if n_samples > 1:
             print_samples(call_first(quiet, generate_samples(
                 input_ids, params, n_head, n_tokens, n_samples=n_samples, **settings)),
-                n_samples, encoder, stop)
+                n_samples, encoder, stop, input_ids)
             return
         if not n_shown:
             print_text(call_first(quiet, generate(input_ids, params, n_head, n_tokens,
-                                                  **settings)), encoder, stop)
+                                                  **settings)), encoder, stop, input_ids)
             return
         steps = []  # what the page shows, as it is printed
         made = recorded(call_first(quiet, generate_steps(input_ids, params, n_head, n_tokens,
                                                          candidates=n_shown, **settings)), steps)
         if candidates:
             print_steps(made, encoder, candidates)
-            print("".join(stream_text([step.token for step in steps], encoder, stop)),
-                  flush=True)
+            print("".join(stream_text([step.token for step in steps], encoder, stop,
+                                      input_ids)), flush=True)
         else:
-            print_text((step.token for step in made), encoder, stop)
+            print_text((step.token for step in made), encoder, stop, input_ids)
     if explain:
         prompt_ids = input_ids
         shown = {"top_k": top_k, "top_p": top_p, "seed": seed, "temperature": temperature,
