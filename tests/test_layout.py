@@ -8,10 +8,9 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "picogpt"
 MACHINERY = ("picogpt.cli", "picogpt.files", "picogpt.web")
-# The doors: __init__.py is the package's front (it exports the loaders), and train.py's
-# __getattr__ and `python -m picogpt.train` hand the command to picogpt.cli.train.
-DOORS = {("picogpt/__init__.py", None), ("picogpt/__main__.py", None),
-         ("picogpt/train.py", "__getattr__"), ("picogpt/train.py", "__main__")}
+# The doors: __init__.py is the package's front (it exports the loaders) and __main__.py runs
+# the picogpt command; `python -m picogpt.train` runs picogpt.cli.train as a program (runpy).
+DOORS = {("picogpt/__init__.py", None), ("picogpt/__main__.py", None)}
 
 
 def module_name(path: Path) -> str:

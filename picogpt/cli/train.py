@@ -112,3 +112,7 @@ def main(argv: list[str] | None = None) -> None:
               f"{result['last_train_loss']:.3f} per token). Try: picogpt "
               f"\"Once upon a time\" --model_size {name} --models_dir "
               f"{Path(result['model_dir']).parent}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
