@@ -1,0 +1,178 @@
+"""The slips learners make in the ten functions, each as a hint and as code that makes it.
+
+Owns `HINTS` (what to look at, never the answer line; English, translated when printed) and
+`SLIPS`: for each function, versions of it with one known slip, written here from picogpt's
+own pieces. A function that fails is compared with each of its slips on the same inputs; the
+hint of the one that matches names the likely bug. Must not print or read files.
+"""
+
+import math
+
+import numpy as np
+
+from picogpt import model
+
+
+def N_(message: str) -> str:
+    """Mark message for the catalog; it is translated where it is printed (gettext's N_)."""
+    return message
+
+
+HINTS = {
+    "unbiased": N_(
+        "this is the unbiased variance (divided by n_embd - 1, as torch's x.std() and seed 003's "
+        "LayerNorm do). GPT-2 divides by n_embd: look at how you measure each row's spread."),
+    "eps_outside": N_(
+        "on nearly constant rows this is eps added outside the square root. Look at where eps "
+        "goes: in GPT-2 it keeps the variance itself away from 0."),
+    "softmax_max": N_(
+        "large logits give inf or nan: np.exp overflows float32 above about 88. Look at what "
+        "you do to x before np.exp; softmax is unchanged when one number is taken from a row."),
+    "erf": N_(
+        "this is GELU's exact form with erf, up to 5e-4 away from the tanh form GPT-2 was "
+        "trained with. Look at which formula you wrote."),
+    "relu": N_(
+        "this is ReLU: every negative input became 0. GPT-2's feed-forward network uses GELU; "
+        "look at the activation."),
+    "float64": N_(
+        "since NumPy 2 (NEP 50) a NumPy float64 scalar, "
+        "such as what np.sqrt returns for a Python number, turns a float32 array into float64, "
+        "and np.tri makes float64 unless told otherwise. Look at each constant and array you "
+        "make inside the function."),
+    "scale": N_(
+        "the attention scores are not divided by sqrt(d_head), or by something else. Look at "
+        "how q @ k.T is scaled; d_head is the length of q's last axis."),
+    "mask": N_(
+        "a position sees later positions, or cannot see earlier ones. Look at which side of the "
+        "diagonal your mask puts -1e10: row i is query i, which may look at keys 0 to i only."),
+    "heads": N_(
+        "the heads mix positions. Look at how q, k and v are cut into n_head heads and put back "
+        "together: each head takes a slice of the features (the last axis) at every position, "
+        "while a reshape straight to [n_head, n_seq, d_head] takes runs of positions instead."),
+    "postnorm": N_(
+        "this is a post-norm block (normalised after the addition, as the 2017 Transformer), "
+        "or one that normalises the residual stream itself (seed 003). GPT-2 is pre-norm: look "
+        "at what goes into mha and ffn, and what is added back onto x."),
+    "wpe_inputs": N_(
+        "the position embeddings follow the token ids (wpe[inputs], a slip of seed 001's "
+        "text). Look at how you index wpe: its rows are positions 0, 1, 2, ..."),
+    "no_ln_f": N_(
+        "the last block's output reaches wte.T without the final layer norm. Look at what "
+        "happens between the last block and the unembedding."),
+    "linear_t": N_(
+        "this is x @ w.T + b. The checkpoint stores w as [n_in, n_out]; look at whether w "
+        "needs turning round at all."),
+    "position": N_(
+        "the next token is taken from the wrong place. Row i of the logits predicts the token "
+        "after position i; look at which row you give np.argmax."),
+}
+
+
+def gelu_erf(x):
+    return (0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))).astype(x.dtype)
+
+
+def relu(x):
+    return np.maximum(x, 0)
+
+
+def softmax_unshifted(x):
+    exp_x = np.exp(x)
+    return exp_x / np.sum(exp_x, axis=-1, keepdims=True)
+
+
+def layer_norm_slip(x, g, b, eps=1e-5, ddof=0, std_plus_eps=False):
+    centred = x - np.mean(x, axis=-1, keepdims=True)
+    variance = np.sum(centred * centred, axis=-1, keepdims=True) / (x.shape[-1] - ddof)
+    return g * centred / (np.sqrt(variance) + eps if std_plus_eps else np.sqrt(variance + eps)) + b
+
+
+def attention_slip(q, k, v, mask, scale=0.5, use_mask=True):
+    scores = q @ k.T / q.shape[-1] ** scale + (mask if use_mask else 0)
+    return model.softmax(scores) @ v
+
+
+def split_by_features(x, n_head):  # [n_seq, n_embd] -> [n_head, n_seq, d_head]
+    return x.reshape(x.shape[0], n_head, -1).transpose(1, 0, 2)
+
+
+def split_by_positions(x, n_head):  # the slip: runs of positions land in one head
+    return x.reshape(n_head, x.shape[0], -1)
+
+
+def merge_features(h):  # [n_head, n_seq, d_head] -> [n_seq, n_embd]
+    return h.transpose(1, 0, 2).reshape(h.shape[1], -1)
+
+
+def merge_positions(h):
+    return h.reshape(h.shape[1], -1)
+
+
+def causal(n, dtype):  # the right mask: -1e10 above the diagonal
+    return (1 - np.tri(n, dtype=dtype)) * -1e10
+
+
+def mha_slip(x, c_attn, c_proj, n_head, mask=causal, split=split_by_features,
+             merge=merge_features):
+    q, k, v = (split(a, n_head) for a in np.split(model.linear(x, **c_attn), 3, axis=-1))
+    m = mask(x.shape[0], x.dtype)
+    heads = np.stack([model.attention(q[h], k[h], v[h], m) for h in range(n_head)])
+    return model.linear(merge(heads), **c_proj)
+
+
+def block_slip(x, mlp, attn, ln_1, ln_2, n_head, seed_003=False):
+    if seed_003:  # x = norm(x); h = x + attn(x); out = h + ffn(norm(h))
+        x = model.layer_norm(x, **ln_1)
+        x = x + model.mha(x, **attn, n_head=n_head)
+        return x + model.ffn(model.layer_norm(x, **ln_2), **mlp)
+    x = model.layer_norm(x + model.mha(x, **attn, n_head=n_head), **ln_1)
+    return model.layer_norm(x + model.ffn(x, **mlp), **ln_2)
+
+
+def gpt2_slip(inputs, wte, wpe, blocks, ln_f, n_head, by_ids=False, final_norm=True):
+    x = wte[inputs] + (wpe[inputs] if by_ids else wpe[: len(inputs)])
+    for block in blocks:
+        x = model.transformer_block(x, **block, n_head=n_head)
+    return (model.layer_norm(x, **ln_f) if final_norm else x) @ wte.T
+
+
+def generate_first_row(inputs, params, n_head, n_tokens_to_generate):
+    ids = list(inputs)
+    for _ in range(n_tokens_to_generate):
+        ids = [*ids, int(np.argmax(model.gpt2(ids, **params, n_head=n_head)[0]))]
+    return ids[len(inputs):]
+
+
+def upper(n, dtype):  # the mask the wrong way round: each position sees itself and later ones
+    return causal(n, dtype).T
+
+
+SLIPS = {  # function -> [(hint keys, the function with that slip)], tried in this order
+    "gelu": [(("erf",), gelu_erf), (("relu",), relu)],
+    "softmax": [(("softmax_max",), softmax_unshifted)],
+    "layer_norm": [
+        (("unbiased",), lambda x, g, b: layer_norm_slip(x, g, b, ddof=1)),
+        (("unbiased", "eps_outside"), lambda x, g, b: layer_norm_slip(x, g, b, ddof=1,
+                                                                       std_plus_eps=True)),
+        (("eps_outside",), lambda x, g, b: layer_norm_slip(x, g, b, std_plus_eps=True))],
+    "linear": [(("linear_t",), lambda x, w, b: x @ w.T + b)],
+    "ffn": [(("relu",), lambda x, c_fc, c_proj: model.ffn(x, c_fc, c_proj, activation=relu))],
+    "attention": [(("scale",), lambda *a: attention_slip(*a, scale=0)),
+                  (("scale",), lambda *a: attention_slip(*a, scale=1)),
+                  (("mask",), lambda *a: attention_slip(*a, use_mask=False))],
+    "mha": [(("mask",), lambda x, **a: mha_slip(x, **a, mask=upper)),
+            (("mask",), lambda x, **a: mha_slip(x, **a, mask=lambda n, t: np.zeros((n, n), t))),
+            (("mask",), lambda x, **a: mha_slip(x, **a, mask=lambda n, t: np.tri(n, dtype=t)
+                                                * -1e10)),
+            (("heads",), lambda x, **a: mha_slip(x, **a, split=split_by_positions,
+                                                 merge=merge_positions)),
+            (("heads",), lambda x, **a: mha_slip(x, **a, split=split_by_positions)),
+            (("heads",), lambda x, **a: mha_slip(x, **a, merge=merge_positions))],
+    "transformer_block": [(("postnorm",), block_slip),
+                          (("postnorm",), lambda x, **a: block_slip(x, **a, seed_003=True))],
+    "gpt2": [(("wpe_inputs",), lambda ids, **a: gpt2_slip(ids, **a, by_ids=True)),
+             (("no_ln_f",), lambda ids, **a: gpt2_slip(ids, **a, final_norm=False)),
+             (("wpe_inputs", "no_ln_f"), lambda ids, **a: gpt2_slip(ids, **a, by_ids=True,
+                                                                    final_norm=False))],
+    "generate": [(("position",), generate_first_row)],
+}
