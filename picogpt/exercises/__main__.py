@@ -49,7 +49,7 @@ def check(file: str, lang: str | None = None, prompt: str = PROMPT, model_size: 
         hf: A Hugging Face GPT-2 folder (or a model id in its cache) to generate with instead.
     """
     if lang is not None and lang not in LANGUAGES:
-        raise PicoGPTError(f"--lang={lang!r}: choose zh or en.")
+        raise PicoGPTError(_("--lang={lang}: choose zh or en.").format(lang=repr(lang)))
     with speaking(lang) if lang else contextlib.nullcontext():
         check_model_flags(model_size, models_dir, hf)
         module = load_file(file)
@@ -57,8 +57,8 @@ def check(file: str, lang: str | None = None, prompt: str = PROMPT, model_size: 
         print(_("Checking {file} against picogpt, in seed 001's order:").format(file=file))
         print("\n".join(report_lines(results, file)), flush=True)
         if not all(r.passed for r in results):
-            print(_("Fix the first function that failed and check again; docs/zh/exercises.md "
-                    "(English: docs/exercises.md) says how to read a failure."))
+            print(_("Fix the first function that failed and check again; docs/exercises.md "
+                    "says how to read a failure."))
             return 1
         print(_("All ten functions pass."))
         same, lines = learner_text(module, file, prompt, model_size, models_dir, hf)
@@ -72,8 +72,9 @@ def main(argv: list[str] | None = None) -> None:
     commands = {"new": new, "check": check}
     with ending():
         if not argv or argv[0] not in commands:
-            raise PicoGPTError(f"{PROGRAM} takes a command first: new FILE (write the file to "
-                               f"fill in) or check FILE (check it); see {PROGRAM} check --help.")
+            raise PicoGPTError(_("{program} takes a command first: new FILE (write the file "
+                                 "to fill in) or check FILE (check it); see {program} check "
+                                 "--help.").format(program=PROGRAM))
         function = commands[argv[0]]
         program = f"{PROGRAM} {argv[0]}"
         words = words_for_fire(argv[1:], function, program, "file")

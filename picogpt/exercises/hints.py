@@ -20,28 +20,31 @@ def N_(message: str) -> str:
 
 HINTS = {
     "unbiased": N_(
-        "this is the unbiased variance (divided by n_embd - 1, as torch's x.std() and seed 003's "
-        "LayerNorm do). GPT-2 divides by n_embd: look at how you measure each row's spread."),
+        "your output matches the unbiased variance (a division by n_embd - 1, as torch's "
+        "x.std() and seed 003's LayerNorm make). GPT-2 divides by n_embd: look at how you "
+        "measure each row's spread."),
     "eps_outside": N_(
-        "on nearly constant rows this is eps added outside the square root. Look at where eps "
-        "goes: in GPT-2 it keeps the variance itself away from 0."),
+        "on nearly constant rows your output matches eps added outside the square root. Look "
+        "at where eps sits relative to the root."),
     "softmax_max": N_(
         "large logits give inf or nan: np.exp overflows float32 above about 88. Look at what "
-        "you do to x before np.exp; softmax is unchanged when one number is taken from a row."),
+        "you do to x before np.exp; softmax is unchanged when every entry of a row has the same "
+        "number subtracted."),
     "erf": N_(
-        "this is GELU's exact form with erf, up to 5e-4 away from the tanh form GPT-2 was "
-        "trained with. Look at which formula you wrote."),
+        "your output matches GELU's exact form with erf, up to 5e-4 away from the tanh form "
+        "GPT-2 was trained with. Look at which formula you wrote."),
     "relu": N_(
-        "this is ReLU: every negative input became 0. GPT-2's feed-forward network uses GELU; "
-        "look at the activation."),
+        "your output matches ReLU: every negative input became 0. GPT-2's feed-forward network "
+        "uses GELU; look at the activation."),
     "float64": N_(
         "since NumPy 2 (NEP 50) a NumPy float64 scalar, "
         "such as what np.sqrt returns for a Python number, turns a float32 array into float64, "
         "and np.tri makes float64 unless told otherwise. Look at each constant and array you "
         "make inside the function."),
     "scale": N_(
-        "the attention scores are not divided by sqrt(d_head), or by something else. Look at "
-        "how q @ k.T is scaled; d_head is the length of q's last axis."),
+        "your output matches attention whose scores are not divided by sqrt(d_head), or are "
+        "divided by d_head. Look at how q @ k.T is scaled; d_head is the length of q's last "
+        "axis."),
     "mask": N_(
         "a position sees later positions, or cannot see earlier ones. Look at which side of the "
         "diagonal your mask puts -1e10: row i is query i, which may look at keys 0 to i only."),
@@ -50,8 +53,9 @@ HINTS = {
         "together: each head takes a slice of the features (the last axis) at every position, "
         "while a reshape straight to [n_head, n_seq, d_head] takes runs of positions instead."),
     "postnorm": N_(
-        "this is a post-norm block (normalised after the addition, as the 2017 Transformer), "
-        "or one that normalises the residual stream itself (seed 003). GPT-2 is pre-norm: look "
+        "your output matches a post-norm block (normalised after the addition, as the 2017 "
+        "Transformer), or one that normalises the residual stream itself (seed 003). GPT-2 is "
+        "pre-norm: look "
         "at what goes into mha and ffn, and what is added back onto x."),
     "wpe_inputs": N_(
         "the position embeddings follow the token ids (wpe[inputs], a slip of seed 001's "
@@ -60,8 +64,8 @@ HINTS = {
         "the last block's output reaches wte.T without the final layer norm. Look at what "
         "happens between the last block and the unembedding."),
     "linear_t": N_(
-        "this is x @ w.T + b. The checkpoint stores w as [n_in, n_out]; look at whether w "
-        "needs turning round at all."),
+        "your output matches x @ w.T + b. The checkpoint stores w as [n_in, n_out]; look at "
+        "whether w needs turning round at all."),
     "position": N_(
         "the next token is taken from the wrong place. Row i of the logits predicts the token "
         "after position i; look at which row you give np.argmax."),
@@ -120,13 +124,19 @@ def mha_slip(x, c_attn, c_proj, n_head, mask=causal, split=split_by_features,
     return model.linear(merge(heads), **c_proj)
 
 
-def block_slip(x, mlp, attn, ln_1, ln_2, n_head, seed_003=False):
+def block_slip(x, mlp, attn, ln_1, ln_2, n_head, post=(True, True), seed_003=False):
+    """A block normalised after each addition (post[0] for attention, post[1] for the MLP),
+    or seed 003's, which normalises the residual stream itself."""
     if seed_003:  # x = norm(x); h = x + attn(x); out = h + ffn(norm(h))
         x = model.layer_norm(x, **ln_1)
         x = x + model.mha(x, **attn, n_head=n_head)
         return x + model.ffn(model.layer_norm(x, **ln_2), **mlp)
-    x = model.layer_norm(x + model.mha(x, **attn, n_head=n_head), **ln_1)
-    return model.layer_norm(x + model.ffn(x, **mlp), **ln_2)
+    for post_norm, ln, sublayer in ((post[0], ln_1, lambda h: model.mha(h, **attn,
+                                                                       n_head=n_head)),
+                                    (post[1], ln_2, lambda h: model.ffn(h, **mlp))):
+        x = (model.layer_norm(x + sublayer(x), **ln) if post_norm
+             else x + sublayer(model.layer_norm(x, **ln)))
+    return x
 
 
 def gpt2_slip(inputs, wte, wpe, blocks, ln_f, n_head, by_ids=False, final_norm=True):
@@ -168,7 +178,8 @@ SLIPS = {  # function -> [(hint keys, the function with that slip)], tried in th
                                                  merge=merge_positions)),
             (("heads",), lambda x, **a: mha_slip(x, **a, split=split_by_positions)),
             (("heads",), lambda x, **a: mha_slip(x, **a, merge=merge_positions))],
-    "transformer_block": [(("postnorm",), block_slip),
+    "transformer_block": [(("postnorm",), lambda x, p=post, **a: block_slip(x, **a, post=p))
+                          for post in ((True, True), (True, False), (False, True))] + [
                           (("postnorm",), lambda x, **a: block_slip(x, **a, seed_003=True))],
     "gpt2": [(("wpe_inputs",), lambda ids, **a: gpt2_slip(ids, **a, by_ids=True)),
              (("no_ln_f",), lambda ids, **a: gpt2_slip(ids, **a, final_norm=False)),
