@@ -44,7 +44,7 @@ def learner_text(module, path: str, prompt: str, model_size: str, models_dir: st
             model=loaded["name"], where=loaded["where"], n=n_tokens)]
     else:
         encoder, hparams, params = gpt2_vocabulary(models_dir), GPT2_SHAPE, gpt2_shaped_params()
-        n_tokens = 10
+        n_tokens = 8
         lines = [_("No GPT-2 is on disk in {dir}, so your functions ran on random weights of "
                    "GPT-2 124M's shape ({n_layer} blocks instead of 12) for {n} tokens. Random "
                    "weights write noise; what matters is that it is your noise:").format(
