@@ -106,6 +106,9 @@ SLIPS = {
         "mha", "[np.split(a, n_head, axis=-1) for a in np.split(x, 3, axis=-1)]",
         "[a.reshape(n_head, x.shape[0], -1) for a in np.split(x, 3, axis=-1)]",
         "heads mix positions", "混在了一起"),
+    "mask that lets one later position through": (
+        "mha", "np.tri(x.shape[0], dtype=x.dtype))", "np.tri(x.shape[0], k=1, dtype=x.dtype))",
+        "side of the diagonal", "对角线的哪一侧"),
     "post-norm": ("transformer_block", "x = x + mha(layer_norm(x, **ln_1), **attn, "
                   "n_head=n_head)", "x = layer_norm(x + mha(x, **attn, n_head=n_head), **ln_1)",
                   "post-norm block", "后置归一化"),
@@ -238,6 +241,35 @@ def test_new_writes_the_ten_functions_unwritten_and_never_overwrites(tmp_path, c
     err = capsys.readouterr().err
     assert ended.value.code == 1 and err.count("\n") == 1 and "already exists" in err
     assert Path(path).read_text(encoding="utf-8") == "mine"
+
+
+def test_ids_that_differ_from_picogpts_on_the_final_model_fail_with_exit_code_1(
+        tmp_path, monkeypatch, capsys):
+    path = write(tmp_path, with_slip(  # right on the small model, off by one on GPT-2's shape
+        "return inputs[len(inputs) - n_tokens_to_generate:]",
+        "return [i + (len(params['wte']) > 100) for i in inputs[-n_tokens_to_generate:]]"))
+    monkeypatch.chdir(tmp_path)  # no models/ here: random weights
+    with pytest.raises(SystemExit) as ended:
+        main(["check", path, "--lang", "en"])
+    out = capsys.readouterr().out
+    assert ended.value.code == 1
+    assert "All ten functions pass." in out and "random weights of GPT-2 124M's shape" in out
+    assert "your generate's ids differ from picogpt's greedy ids at new token 0" in out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--model_size", "355M"], "there is no model 355M in models (check never downloads one)"),
+    (["--lang", "fr"], "--lang='fr': choose zh or en."),
+    (["--langs", "zh"], "unknown flag --langs; did you mean --lang?"),
+])
+def test_bad_flags_are_one_line_before_any_check(tmp_path, monkeypatch, capsys, args, message):
+    path = write(tmp_path, CORRECT)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as ended:
+        main(["check", path, *args])
+    out, err = capsys.readouterr()
+    assert (ended.value.code, out) == (1, "")
+    assert err.count("\n") == 1 and message in err
 
 
 def test_every_message_has_a_chinese_entry():

@@ -53,14 +53,14 @@ def learner_text(module, path: str, prompt: str, model_size: str, models_dir: st
     theirs, failure = call(module.generate, (list(ids), params, hparams["n_head"], n_tokens), {},
                            path)
     if failure:
-        return False, [_("generate, on this model: ") + _(failure[0]).format(file=path,
+        return False, [*lines, _("generate, on this model: ") + _(failure[0]).format(file=path,
                                                                             **failure[1])]
     ours = list(picogpt_generate(ids, params, hparams["n_head"], n_tokens, stop_at_end=False))
     theirs = [int(i) for i in theirs]
     if theirs != ours:
         at = next(i for i in range(min(len(ours), len(theirs)) + 1)
                   if i == len(ours) or i == len(theirs) or ours[i] != theirs[i])
-        return False, [_("your generate's ids differ from picogpt's greedy ids at new token "
+        return False, [*lines, _("your generate's ids differ from picogpt's greedy ids at new token "
                          "{i}: yours {theirs}, picogpt's {ours}.").format(
                              i=at, theirs=theirs, ours=ours)]
     if encoder is not None:
