@@ -60,9 +60,9 @@ def learner_text(module, path: str, prompt: str, model_size: str, models_dir: st
     if theirs != ours:
         at = next(i for i in range(min(len(ours), len(theirs)) + 1)
                   if i == len(ours) or i == len(theirs) or ours[i] != theirs[i])
-        return False, [*lines, _("your generate's ids differ from picogpt's greedy ids at new token "
-                         "{i}: yours {theirs}, picogpt's {ours}.").format(
-                             i=at, theirs=theirs, ours=ours)]
+        return False, [*lines, _("your generate's ids differ from picogpt's greedy ids at new "
+                                 "token {i}: yours {theirs}, picogpt's {ours}.").format(
+                                     i=at, theirs=theirs, ours=ours)]
     if encoder is not None:
         lines.append(encoder.decode(ids) + "|" + encoder.decode(theirs))
     else:
