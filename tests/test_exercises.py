@@ -77,6 +77,73 @@ def generate(inputs, params, n_head, n_tokens_to_generate):
         inputs.append(int(next_id))
     return inputs[len(inputs) - n_tokens_to_generate:]
 '''
+# seed 001's ten functions as printed (its comments left out), generate in the four-argument form
+# its main calls
+SEED_001 = '''import numpy as np
+
+
+def gelu(x):
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
+
+
+def softmax(x):
+    exp_x = np.exp(x - np.max(x, axis=-1, keepdims=True))
+    return exp_x / np.sum(exp_x, axis=-1, keepdims=True)
+
+
+def layer_norm(x, g, b, eps: float = 1e-5):
+    mean = np.mean(x, axis=-1, keepdims=True)
+    variance = np.var(x, axis=-1, keepdims=True)
+    x = (x - mean) / np.sqrt(variance + eps)
+    return g * x + b
+
+
+def linear(x, w, b):  # [m, in], [in, out], [out] -> [m, out]
+    return x @ w + b
+
+
+def ffn(x, c_fc, c_proj):
+    a = gelu(linear(x, **c_fc))
+    x = linear(a, **c_proj)
+    return x
+
+
+def attention(q, k, v, mask):
+    return softmax(q @ k.T / np.sqrt(q.shape[-1]) + mask) @ v
+
+
+def mha(x, c_attn, c_proj, n_head):
+    x = linear(x, **c_attn)
+    qkv = np.split(x, 3, axis=-1)
+    qkv_heads = list(map(lambda x: np.split(x, n_head, axis=-1), qkv))
+    causal_mask = (1 - np.tri(x.shape[0], dtype=x.dtype))* -1e10
+    out_heads = [attention(q, k, v, causal_mask) for q, k, v in zip(*qkv_heads)]
+    x = np.hstack(out_heads)
+    x = linear(x, **c_proj)
+    return x
+
+
+def transformer_block(x, mlp, attn, ln_1, ln_2, n_head):
+    x = x + mha(layer_norm(x, **ln_1), **attn, n_head=n_head)
+    x = x + ffn(layer_norm(x, **ln_2), **mlp)
+    return x
+
+
+def gpt2(inputs, wte, wpe, blocks, ln_f, n_head):
+    x = wte[inputs] + wpe[range(len(inputs))]
+    for block in blocks:
+        x = transformer_block(x, **block, n_head=n_head)
+    x = layer_norm(x, **ln_f)
+    return x @ wte.T
+
+
+def generate(inputs, params, n_head, n_tokens_to_generate):
+    for _ in range(n_tokens_to_generate):
+        logits = gpt2(inputs, **params, n_head=n_head)
+        next_id = np.argmax(logits[-1])
+        inputs.append(int(next_id))
+    return inputs[len(inputs) - n_tokens_to_generate :]
+'''
 GELU = "return 0.5 * x * (1 + np.tanh(0.7978845608028654 * (x + 0.044715 * x**3)))"
 # each slip of issue 43 as (function, line as written, line with the slip, a phrase of the hint
 # in English, in Chinese)
@@ -162,6 +229,17 @@ def test_each_slip_fails_at_its_function_with_its_hint_in_both_languages(tmp_pat
         failed = text.split(f" {function} ", 1)[1].split("\n 9 " if function != "gpt2" else
                                                           "\n10 ")[0]
         assert phrase in failed, (lang, text)
+
+
+def test_seed_001_as_printed_is_told_its_gelu_and_attention_turn_float32_into_float64(
+        tmp_path):
+    path = write(tmp_path, SEED_001)
+    results = check_all(load_file(path), path)
+    assert [(r.name, r.hints) for r in results if not r.passed] == [
+        ("gelu", ("float64",)), ("attention", ("float64",))]
+    text = "\n".join(lines_in("zh", results, path))
+    assert ("gelu               未通过（输入：-5 到 5 之间的 x，形状 [5, 8]）："
+            "输入是 float32，输出却是 float64\n") in text
 
 
 def test_seed_003s_layer_norm_gets_both_of_its_hints(tmp_path):
