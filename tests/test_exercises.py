@@ -323,16 +323,17 @@ def test_new_writes_the_ten_functions_unwritten_and_never_overwrites(tmp_path, c
 
 def test_ids_that_differ_from_picogpts_on_the_final_model_fail_with_exit_code_1(
         tmp_path, monkeypatch, capsys):
-    path = write(tmp_path, with_slip(  # right on the small model, off by one on GPT-2's shape
-        "return inputs[len(inputs) - n_tokens_to_generate:]",
-        "return [i + (len(params['wte']) > 100) for i in inputs[-n_tokens_to_generate:]]"))
+    path = write(tmp_path, with_slip(  # right on the small model; on GPT-2's shape it returns
+        "for _ in range(n_tokens_to_generate):",  # the prompt's last ids without a forward pass
+        "for _ in range(n_tokens_to_generate if len(params['wte']) < 100 else 0):"))
     monkeypatch.chdir(tmp_path)  # no models/ here: random weights
     with pytest.raises(SystemExit) as ended:
         main(["check", path, "--lang", "en"])
     out = capsys.readouterr().out
     assert ended.value.code == 1
     assert "All ten functions pass." in out and "random weights of GPT-2 124M's shape" in out
-    assert "your generate's ids differ from picogpt's greedy ids at new token 0" in out
+    assert "your generate's ids differ from picogpt's greedy ids at new token 0: yours " \
+           "[326, 9061], picogpt's [" in out  # the prompt's last two ids
 
 
 @pytest.mark.parametrize("args, message", [
@@ -361,17 +362,34 @@ def test_every_message_has_a_chinese_entry():
     assert untranslated == []
 
 
-def test_the_command_in_chinese_checks_and_then_writes_picogpts_greedy_text(tmp_path):
-    write(tmp_path, CORRECT)
-    env = {k: v for k, v in os.environ.items() if k not in ("LANGUAGE", "LC_ALL",
-                                                            "LC_MESSAGES")}
-    done = subprocess.run([sys.executable, "-m", "picogpt.exercises", "check", "mine.py"],
-                          cwd=tmp_path, env={**env, "LANG": "zh_CN.UTF-8"},
-                          capture_output=True, text=True, timeout=300)
-    assert (done.returncode, done.stderr) == (0, "")
-    lines = done.stdout.splitlines()
+def test_all_passing_in_chinese_by_the_locale_ends_with_picogpts_greedy_text(
+        tmp_path, monkeypatch, capsys):
+    path = write(tmp_path, CORRECT)
+    monkeypatch.chdir(tmp_path)  # no models/ here: random weights
+    for name in ("LANGUAGE", "LC_ALL", "LC_MESSAGES"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LANG", "zh_CN.UTF-8")
+    with pytest.raises(SystemExit) as ended:
+        main(["check", path])
+    out, err = capsys.readouterr()
+    assert (ended.value.code, err) == (0, "")
+    lines = out.splitlines()
     assert [li.split()[1:3] for li in lines[1:11]] == [[f, "通过"] for f in FUNCTIONS]
     assert lines[11] == "十个函数全部通过。"
     assert "随机权重" in lines[12]  # said plainly: no GPT-2 was on disk
     assert lines[13].startswith("Alan Turing theorized that computers|")
     assert lines[14].startswith("在同一个模型上，picogpt 贪心解码得到的 id 与你的完全相同")
+
+
+def test_the_command_in_a_child_speaks_the_locales_language_and_exits_1_on_a_slip(tmp_path):
+    write(tmp_path, with_slip("return x @ w + b", "return x @ w.T + b"))
+    env = {k: v for k, v in os.environ.items() if k not in ("LANGUAGE", "LC_ALL",
+                                                            "LC_MESSAGES")}
+    done = subprocess.run([sys.executable, "-m", "picogpt.exercises", "check", "mine.py"],
+                          cwd=tmp_path, env={**env, "LANG": "zh_CN.UTF-8"},
+                          capture_output=True, text=True, timeout=300)
+    assert (done.returncode, done.stderr) == (1, "")
+    lines = done.stdout.splitlines()
+    assert lines[4].startswith(" 4 linear             未通过（输入：x [4, 6]，方阵 w [6, 6]）："
+                               "最大误差")
+    assert lines[5].strip().startswith("提示：结果与 x @ w.T + b 一致")

@@ -11,7 +11,7 @@ import sys
 
 import fire
 
-from picogpt.command import ending, words_for_fire
+from picogpt.cli.command import ending, words_for_fire
 from picogpt.errors import LANGUAGES, PicoGPTError, _, speaking
 
 from . import check_all, load_file, report_lines

