@@ -185,7 +185,7 @@ SLIPS = {
     "no ln_f": ("gpt2", "return layer_norm(x, **ln_f) @ wte.T", "return x @ wte.T",
                 "without the final layer norm", "没有经过最后的层归一化"),
     "float64 constant (seed 001's gelu)": (
-        "gelu", "0.7978845608028654", "np.sqrt(2 / np.pi)", "NEP 50", "升成 float64"),
+        "gelu", "0.7978845608028654", "np.sqrt(2 / np.pi)", "NEP 50", "提升为 float64"),
     "w.T in linear": ("linear", "return x @ w + b", "return x @ w.T + b", "x @ w.T + b", "转置"),
     "next token from row 0": ("generate", "np.argmax(logits[-1])", "np.argmax(logits[0])",
                               "wrong place", "取错了地方"),
@@ -239,7 +239,7 @@ def test_seed_001_as_printed_is_told_its_gelu_and_attention_turn_float32_into_fl
     assert [(r.name, r.hints) for r in results if not r.passed] == [
         ("gelu", ("float64",)), ("attention", ("float64",))]
     text = "\n".join(lines_in("zh", results, path))
-    assert ("gelu               未通过（输入：-5 到 5 之间的 x，形状 [5, 8]）："
+    assert ("gelu               未通过（用例：-5 到 5 之间的 x，形状 [5, 8]）："
             "输入是 float32，输出却是 float64\n") in text
 
 
@@ -430,6 +430,6 @@ def test_the_command_in_a_child_speaks_the_locales_language_and_exits_1_on_a_sli
                           capture_output=True, text=True, timeout=300)
     assert (done.returncode, done.stderr) == (1, "")
     lines = done.stdout.splitlines()
-    assert lines[4].startswith(" 4 linear             未通过（输入：x [4, 6]，方阵 w [6, 6]）："
+    assert lines[4].startswith(" 4 linear             未通过（用例：x [4, 6]，方阵 w [6, 6]）："
                                "最大误差")
-    assert lines[5].strip().startswith("提示：结果与 x @ w.T + b 一致")
+    assert lines[5].strip().startswith("提示：你的输出与 x @ w.T + b 一致")
