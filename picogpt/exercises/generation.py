@@ -36,7 +36,7 @@ def learner_text(module, path: str, prompt: str, model_size: str, models_dir: st
                  hf: str | None) -> tuple[bool, list[str]]:
     """(whether the learner's ids equal picogpt's, the lines to print about it)."""
     if check_model_flags(model_size, models_dir, hf):
-        from picogpt.cli.models import load_model  # the loaders only when a model is on disk
+        from picogpt.files.loaded import load_model  # the loaders only when a model is on disk
 
         encoder, hparams, params, loaded = load_model(model_size, models_dir, None, hf)
         n_tokens = 20
