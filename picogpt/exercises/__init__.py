@@ -2,9 +2,10 @@
 
 `python -m picogpt.exercises new my_gpt.py` writes the file to fill in (template.py);
 `python -m picogpt.exercises check my_gpt.py` loads it (`load_file`), checks each function
-against picogpt.model in the seed's order (checks.py, with the slips and hints of hints.py),
-prints one line per function (`report_lines`) and, once all pass, text from the learner's own
-generate (generation.py). The command line is __main__.py's. Docs: docs/exercises.md.
+against picogpt.model in the seed's order (checks.py, on the inputs of cases.py, with the
+slips and hints of hints.py), prints one line per function (`report_lines`) and, once all pass,
+text from the learner's own generate (generation.py). The command line is __main__.py's.
+Docs: docs/exercises.md.
 """
 
 import traceback
@@ -13,7 +14,8 @@ from pathlib import Path
 
 from picogpt.errors import PicoGPTError, _
 
-from .checks import FUNCTIONS, Result, check_all
+from .cases import FUNCTIONS
+from .checks import Result, check_all
 from .hints import HINTS
 
 __all__ = ["FUNCTIONS", "Result", "check_all", "load_file", "report_lines"]

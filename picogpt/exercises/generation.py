@@ -12,7 +12,8 @@ from pathlib import Path
 from picogpt.errors import PicoGPTError, _
 from picogpt.generate import generate as picogpt_generate
 
-from .checks import GPT2_SHAPE, PROMPT_IDS, call, gpt2_shaped_params
+from .cases import GPT2_SHAPE, PROMPT_IDS, gpt2_shaped_params
+from .checks import call
 
 PROMPT = "Alan Turing theorized that computers"  # seed 001's prompt; PROMPT_IDS are its ids
 DEFAULT_MODEL = ("124M", "models")
