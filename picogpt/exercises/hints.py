@@ -73,51 +73,62 @@ HINTS = {
 
 
 def gelu_erf(x):
+    """GELU's exact form, 0.5 x (1 + erf(x / sqrt 2)), kept in x's dtype."""
     return (0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))).astype(x.dtype)
 
 
 def relu(x):
+    """ReLU, for GELU."""
     return np.maximum(x, 0)
 
 
 def softmax_unshifted(x):
+    """softmax without subtracting each row's maximum first."""
     exp_x = np.exp(x)
     return exp_x / np.sum(exp_x, axis=-1, keepdims=True)
 
 
 def layer_norm_slip(x, g, b, eps=1e-5, ddof=0, std_plus_eps=False):
+    """layer_norm dividing by n - ddof, with eps inside the root or (std_plus_eps) outside."""
     centred = x - np.mean(x, axis=-1, keepdims=True)
     variance = np.sum(centred * centred, axis=-1, keepdims=True) / (x.shape[-1] - ddof)
     return g * centred / (np.sqrt(variance) + eps if std_plus_eps else np.sqrt(variance + eps)) + b
 
 
 def attention_slip(q, k, v, mask, scale=0.5, use_mask=True):
+    """attention dividing the scores by d_head ** scale, with or without the mask."""
     scores = q @ k.T / q.shape[-1] ** scale + (mask if use_mask else 0)
     return model.softmax(scores) @ v
 
 
 def split_by_features(x, n_head):  # [n_seq, n_embd] -> [n_head, n_seq, d_head]
+    """The right split: each head a slice of the features at every position."""
     return x.reshape(x.shape[0], n_head, -1).transpose(1, 0, 2)
 
 
-def split_by_positions(x, n_head):  # the slip: runs of positions land in one head
+def split_by_positions(x, n_head):  # [n_seq, n_embd] -> [n_head, n_seq, d_head]
+    """The slip: a reshape straight to [n_head, n_seq, d_head]."""
     return x.reshape(n_head, x.shape[0], -1)
 
 
 def merge_features(h):  # [n_head, n_seq, d_head] -> [n_seq, n_embd]
+    """The right merge: the heads' slices side by side at each position."""
     return h.transpose(1, 0, 2).reshape(h.shape[1], -1)
 
 
-def merge_positions(h):
+def merge_positions(h):  # [n_head, n_seq, d_head] -> [n_seq, n_embd]
+    """The slip: a reshape straight back to [n_seq, n_embd]."""
     return h.reshape(h.shape[1], -1)
 
 
-def causal(n, dtype):  # the right mask: -1e10 above the diagonal
+def causal(n, dtype):  # -> [n, n]
+    """The right mask: -1e10 above the diagonal."""
     return (1 - np.tri(n, dtype=dtype)) * -1e10
 
 
 def mha_slip(x, c_attn, c_proj, n_head, mask=causal, split=split_by_features,
              merge=merge_features):
+    """mha, one head at a time as seed 001, with the mask, split and merge given."""
     q, k, v = (split(a, n_head) for a in np.split(model.linear(x, **c_attn), 3, axis=-1))
     m = mask(x.shape[0], x.dtype)
     heads = np.stack([model.attention(q[h], k[h], v[h], m) for h in range(n_head)])
@@ -140,6 +151,7 @@ def block_slip(x, mlp, attn, ln_1, ln_2, n_head, post=(True, True), seed_003=Fal
 
 
 def gpt2_slip(inputs, wte, wpe, blocks, ln_f, n_head, by_ids=False, final_norm=True):
+    """gpt2 with wpe indexed by the ids (by_ids), or without ln_f."""
     x = wte[inputs] + (wpe[inputs] if by_ids else wpe[: len(inputs)])
     for block in blocks:
         x = model.transformer_block(x, **block, n_head=n_head)
@@ -147,13 +159,15 @@ def gpt2_slip(inputs, wte, wpe, blocks, ln_f, n_head, by_ids=False, final_norm=T
 
 
 def generate_first_row(inputs, params, n_head, n_tokens_to_generate):
+    """generate taking each next token from the logits' first row."""
     ids = list(inputs)
     for _ in range(n_tokens_to_generate):
         ids = [*ids, int(np.argmax(model.gpt2(ids, **params, n_head=n_head)[0]))]
     return ids[len(inputs):]
 
 
-def upper(n, dtype):  # the mask the wrong way round: each position sees itself and later ones
+def upper(n, dtype):  # -> [n, n]
+    """The mask the wrong way round: each position sees itself and the later ones."""
     return causal(n, dtype).T
 
 
