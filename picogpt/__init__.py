@@ -1,22 +1,23 @@
 """picogpt: GPT-2 inference in pure NumPy.
 
 The model's functions (`picogpt.model`), the two loaders (OpenAI's checkpoint, a Hugging Face
-folder), the two tokenizers (GPT-2's BPE `Encoder`, BERT's `WordPiece`), the three ways to
-generate, `score` and `trace` are importable from here, so a learner can write
-`from picogpt import gpt2, generate`.
+folder) and `load_model`, which gives either as one `LoadedModel`; the two tokenizers (GPT-2's
+BPE `Encoder`, BERT's `WordPiece`), the three ways to generate, `score` and `trace` are
+importable from here, so a learner can write `from picogpt import gpt2, generate`.
 """
 
 from .encoder import Encoder
 from .errors import PicoGPTError
 from .files.hf import load_hf
 from .files.load import load_encoder_hparams_and_params
+from .files.loaded import LoadedModel, load_model
 from .generate import generate, generate_samples, generate_steps
 from .inside import trace
 from .model import attention, ffn, gelu, gpt2, layer_norm, linear, mha, softmax, transformer_block
 from .score import score
 from .wordpiece import WordPiece
 
-__all__ = ["Encoder", "PicoGPTError", "WordPiece", "attention", "ffn", "gelu", "generate",
-           "generate_samples", "generate_steps", "gpt2", "layer_norm", "linear",
-           "load_encoder_hparams_and_params", "load_hf", "mha", "score", "softmax", "trace",
-           "transformer_block"]
+__all__ = ["Encoder", "LoadedModel", "PicoGPTError", "WordPiece", "attention", "ffn", "gelu",
+           "generate", "generate_samples", "generate_steps", "gpt2", "layer_norm", "linear",
+           "load_encoder_hparams_and_params", "load_hf", "load_model", "mha", "score", "softmax",
+           "trace", "transformer_block"]

@@ -1,12 +1,8 @@
 """The training curve: how the loss falls and whether heads with a job appear while a model trains.
 
-Owns the probes, texts training never sees: random tokens copied once, each after a run of
-random tokens, at copy distances that vary (so that a head finding the copy by its position
-alone cannot pass), and `measure`, which gives, for a model, the loss on the probes' first
-copies and second copies and every head's previous-token and induction score on them (the
-scores of inside.py), and `summary`, the line of progress training prints for a measurement.
-train.py measures every few steps and saves the curve in the model folder as curve.json;
-scripts/figures/induction.py draws it. No I/O.
+It holds the probes (texts training never sees: random tokens, then a run of them copied once) and
+`measure`, the loss and every head's scores on them, which training records every few steps in
+curve.json.
 """
 
 import numpy as np

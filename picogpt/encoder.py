@@ -1,7 +1,7 @@
 """Byte-level BPE: text to GPT-2 token ids and back.
 
-Owns the `Encoder` class. It is built from the two things vocab.py read from disk, the token
-table of encoder.json and the merge list of vocab.bpe, and does no I/O of its own.
+It holds the `Encoder` class, built from GPT-2's token table (encoder.json) and merge list
+(vocab.bpe) that files/vocab.py read.
 
 Every vocabulary picogpt reads (this one, and WordPiece's beside it) has the same face: `encode`,
 `decode`, `decode_bytes`, `n_vocab`, and its special tokens as data: `start` (the id a text
@@ -13,7 +13,8 @@ and `end`; it is fed before a prompt only when the prompt is empty, as OpenAI's 
 
 import regex
 
-END_OF_TEXT = 50256  # id of "<|endoftext|>" in GPT-2's encoder.json
+N_VOCAB, N_MERGES = 50257, 50000  # GPT-2's vocabulary: 256 bytes, 50,000 merges, <|endoftext|>
+END_OF_TEXT = N_VOCAB - 1  # id of "<|endoftext|>" in GPT-2's encoder.json, its last
 SPECIAL = "<|endoftext|>"  # a byte-level BPE's one special token, in GPT-2's and picogpt's own
 
 # GPT-2 cuts text into pieces before BPE: English contractions (lower case only, as OpenAI's

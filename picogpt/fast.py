@@ -10,8 +10,8 @@ row, which saves OpenBLAS's copy of the weights ("Several samples, their product
 
 `transformer_block` takes model.transformer_block's arguments, `attend` included, so kvcache.py
 and score.py call it in its place and the seam into the cache stays that one argument. The
-learner's views (inside.py, page.py) keep calling model.py. No I/O; no argument is changed except
-the array that a function whose name ends in `_` overwrites, and `product`'s `out`.
+learner's views (inside.py, web/page.py) keep calling model.py. No I/O; no argument is changed
+except the array that a function whose name ends in `_` overwrites, and `product`'s `out`.
 """
 
 import numpy as np

@@ -1,12 +1,9 @@
 """The decode loop: feed the prompt once, then one token per step, and pick each next token.
 
-Owns the three ways to generate, which differ only in what they yield: `generate` (token ids),
-`generate_steps` (each token as a Step, with the candidates it was picked from) and
-`generate_samples` (several samples decoded together, as (sample, token id) pairs); the loop
-behind them, and the checks of their settings. How a token is picked is sampling.py's; the keys
-and values the loop keeps between steps are kvcache.py's. It must not print, read files or
-touch global random state: randomness comes only from the per-sample generators that
-sampling.py makes from the `seed` argument.
+It holds the three ways to generate, which differ only in what they yield: `generate` (token ids),
+`generate_steps` (each token with the candidates it was picked from) and `generate_samples`
+(several samples decoded together). How a token is picked is sampling.py's; the keys and values
+kept between steps are kvcache.py's.
 """
 
 from collections.abc import Iterator, Sequence
@@ -139,8 +136,9 @@ SCALES = (1e-6, 1e6)
 
 
 def check_settings(n_tokens: int, sampling: Sampling, seed: int | None, stop: str | None,
-                   n_vocab: int = 50257) -> None:
-    """Raise PicoGPTError for a setting that makes no sense, before any work is done."""
+                   n_vocab: int | None = None) -> None:
+    """Raise PicoGPTError for a setting that makes no sense, before any work is done; top_k is
+    bounded by the model's n_vocab once it is known."""
     whole_number("n_tokens", n_tokens, 0)
     if sampling.top_k is not None:
         whole_number("top_k", sampling.top_k, 1, n_vocab,

@@ -1,17 +1,16 @@
 """The inside view: what each layer computes, which tokens it weighed, what it nearly said.
 
-Owns `trace` (the forward pass with its intermediate values kept, under TransformerLens's hook
-names without the `hook_` prefix), `logit_lens` and `cosine_similarity`. trace runs model.py's
-own functions in the order `gpt2` calls them, reaching inside `mha` and `ffn` through their
-`attend` and `activation` arguments, so nothing is computed twice or another way: the traced
-logits equal `gpt2`'s bit for bit, and a test checks it. No I/O; page.py turns these into the
-offline page.
+It holds `trace` (the forward pass with every intermediate value kept, under TransformerLens's hook
+names without `hook_`), `logit_lens`, `cosine_similarity` and the head scores. trace runs
+model.py's own functions in `gpt2`'s order, so its logits equal `gpt2`'s bit for bit (a test checks
+it).
 """
 
 from collections.abc import Collection
 
 import numpy as np
 
+from .encoder import N_VOCAB
 from .model import attention_scores, embed, ffn, future_mask, gelu, layer_norm, mha, softmax
 from .sampling import most_likely
 
@@ -179,7 +178,7 @@ def previous_line_score(values: dict[str, np.ndarray], ids, breaks) -> np.ndarra
     return weights[..., queries, keys].mean(axis=-1)  # [n_layer, n_head]
 
 
-def repeated_tokens(n: int, seed: int = 0, n_vocab: int = 50257) -> list[int]:
+def repeated_tokens(n: int, seed: int = 0, n_vocab: int = N_VOCAB) -> list[int]:
     """<|endoftext|>, n random token ids, and the same n again: a text in which only an
     induction head can predict the second half (its tokens never repeat by chance)."""
     rng = np.random.default_rng(seed)

@@ -6,13 +6,10 @@ step runs the whole sequence through every block again. With it, a step runs one
 through the blocks and reads the stored keys and values. The logits are the same (a test checks
 it); only the work changes. docs/kv-cache.md has the shapes, the memory and the measured speed.
 
-Owns the buffers, a prompt shared by several samples, dropping finished samples (batch rows),
-and running the model over new positions: `prefill` (a prompt, in chunks of positions) and
-`decode_step` (one new position for each batch row). It holds no math: a block takes its
-attention step as an argument (`attend`), and a cache layer's `attend` stores the new keys and
-values and then calls the attention itself (or model.py's `attention_scores`, for a shared
-prompt). The blocks it runs are fast.py's copies of model.py's, which give the same numbers with
-fewer new arrays. No I/O.
+It holds the buffers, a prompt shared by several samples, dropping finished samples, and the two
+ways to run new positions: `prefill` (a prompt, in chunks) and `decode_step` (one position per
+sample). It holds no math: a block takes its attention step as an argument (`attend`), and a cache
+layer's `attend` stores the new keys and values and then calls the attention itself.
 """
 
 import numpy as np

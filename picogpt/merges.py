@@ -1,14 +1,11 @@
 """Learning byte-level BPE merges from a text, as GPT-2's were learned.
 
-Owns `learn_merges`, which turns a text into a merge list, and `bpe_files`, which writes that
-list as the two files `Encoder` reads (encoder.json and vocab.bpe). The text is cut into
-GPT-2's pieces (encoder.PIECES) and each piece spelled in GPT-2's byte alphabet
-(bytes_to_unicode), so a piece starts as its bytes. Then one rule repeats: count every pair of
-neighbouring tokens inside the pieces, each piece weighted by how often it occurs, and merge the
-most frequent pair everywhere; its two halves joined become a new token. Of pairs that occur
-equally often, the one whose two tokens come first in Python's string order (spelled as in
-encoder.json) is merged: a rule that depends on the counts alone, never on where a piece first
-appears in the text.
+It holds `learn_merges`, which turns a text into a merge list, and `bpe_files`, which writes that
+list as the two files `Encoder` reads. The text is cut into GPT-2's pieces and each piece spelled
+in GPT-2's byte alphabet, so a piece starts as its bytes. Then one rule repeats: count every pair
+of neighbouring tokens inside the pieces, each piece weighted by how often it occurs, and merge the
+most frequent pair everywhere. Of pairs that occur equally often, the one whose two tokens come
+first in Python's string order is merged, so the result depends on the counts alone.
 
 The small steps (`spelled_pieces`, `count_pairs`, `best_pair`, `merge_pair`) are what
 docs/bpe.md shows on a tiny text; `learn_merges` does the same, but counts the pieces once and,

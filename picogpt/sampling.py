@@ -1,9 +1,8 @@
 """Sampling: how the next token is picked from the model's logits, and what the pick weighed.
 
-Owns the filters (repetition penalty, temperature, top-k, top-p), the pickers `greedy` and
-`sample`, and `Step`, a token with the candidates it was picked from (`most_likely`,
-`describe`). Randomness comes only through `np.random.Generator`s: one per sample, made from the
-seed by `sample_rngs`. No model calls, no I/O; generate.py runs the loop.
+It holds the filters (repetition penalty, temperature, top-k, top-p), the pickers `greedy` and
+`sample`, and `Step`, a token with the candidates it was picked from. Randomness comes only from
+`np.random.Generator`s, one per sample, made from the seed by `sample_rngs`.
 """
 
 from dataclasses import dataclass

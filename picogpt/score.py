@@ -1,6 +1,6 @@
 """Scoring text: how likely GPT-2 finds each token of it, and the text's perplexity.
 
-Owns `score` and the windows behind it. Like generate.py it calls the model and does no I/O.
+It holds `score` and the windows behind it.
 
 Every token is scored once, the first one too: the text is preceded by the vocabulary's start
 token (GPT-2's <|endoftext|>, a BERT vocabulary's [CLS]), as the model saw the start of a
@@ -27,7 +27,7 @@ from .sampling import most_likely
 # Positions per pass through a block, and positions whose [n, n_vocab] logits are made at once:
 # bigger passes score faster but hold more at once (the trade measured: docs/performance.md,
 # "Scoring").
-CHUNK = 256
+SCORE_CHUNK = 256
 LOGITS_CHUNK = 64
 
 
@@ -78,8 +78,8 @@ def window_stream(inputs: Sequence[int], params: dict, n_head: int) -> np.ndarra
     x = embed(inputs, params["wte"], params["wpe"])  # [n, n_embd]
     for block in params["blocks"]:
         cache = LayerCache((n_head, len(inputs), x.shape[-1] // n_head), x.dtype)  # this block's
-        for start in range(0, len(inputs), CHUNK):
-            rows = slice(start, start + CHUNK)
+        for start in range(0, len(inputs), SCORE_CHUNK):
+            rows = slice(start, start + SCORE_CHUNK)
             x[rows] = transformer_block(x[rows], **block, n_head=n_head, attend=cache.attend)
     return x
 

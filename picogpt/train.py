@@ -18,6 +18,7 @@ from tqdm import tqdm
 
 from .backward import cross_entropy
 from .curve import best_heads, summary
+from .encoder import N_VOCAB
 from .fasttrain import loss_and_grads
 from .model import gpt2
 
@@ -91,7 +92,7 @@ def learning_rate(step: int, steps: int, lr: float, warmup: int) -> float:
 
 
 def batches(ids: np.ndarray, n_batch: int, n_seq: int, rng: np.random.Generator,
-            repeats: float = 0.0, n_vocab: int = 50257):
+            repeats: float = 0.0, n_vocab: int = N_VOCAB):
     """Endless (inputs, targets) pairs of [n_batch, n_seq] windows at random places in ids; with
     repeats, that share of the windows is random tokens with a run of them repeated instead."""
     while True:
@@ -150,16 +151,7 @@ def held_out_loss(params: dict, batch, n_head: int) -> float:
     return cross_entropy(gpt2(inputs, **params, n_head=n_head), targets)[0]
 
 
-def __getattr__(name: str):
-    """train and main, the command, live in picogpt.cli.train; this keeps them importable here."""
-    if name in ("train", "main"):
-        from .cli import train as command  # the one way from the book to the command line
+if __name__ == "__main__":  # python -m picogpt.train runs the command, which lives in cli/
+    import runpy
 
-        return getattr(command, name)
-    raise AttributeError(f"module 'picogpt.train' has no attribute {name!r}")
-
-
-if __name__ == "__main__":  # python -m picogpt.train: the command, with the other commands
-    from .cli.train import main as command_main
-
-    command_main()
+    runpy.run_module("picogpt.cli.train", run_name="__main__")

@@ -1,10 +1,8 @@
 """The original encoder-decoder Transformer (Vaswani et al., 2017) in the style of model.py.
 
-Owns what GPT-2 does not have: sinusoidal positions, padding and causal masks as values,
-attention whose queries and keys come from different inputs (cross-attention), the encoder, the
-post-norm option and greedy sequence-to-sequence decoding. The math GPT-2 shares is imported
-from model.py, not written again. Like model.py it takes arrays and returns new ones, float32,
-with no I/O or state. Params are nested dicts; parts that GPT-2 has too keep GPT-2's names:
+It holds what GPT-2 does not have: sinusoidal positions, padding and causal masks, cross-attention,
+the encoder, the post-norm option and greedy sequence-to-sequence decoding. The math GPT-2 shares
+comes from model.py. Params are nested dicts; parts that GPT-2 has too keep GPT-2's names:
 
     {"embed": [n_vocab, d_model],            # shared by source, target and output, as in the paper
      "encoder": {"blocks": [{"attn", "mlp", "ln_1", "ln_2"}, ...], "ln_f": {g, b}},

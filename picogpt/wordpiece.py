@@ -1,10 +1,8 @@
 """BERT's WordPiece: text to the ids of a vocab.txt and back.
 
-Owns the `WordPiece` class. It is built from what vocab.py read from disk, the tokens of
-vocab.txt (a token a line; the line number is its id) and the settings of
-tokenizer_config.json, and does no I/O of its own. It has the face encoder.py's `Encoder` has
-(`encode`, `decode`, `decode_bytes`, `n_vocab`, `start`, `end`, `unknown`, `prompt_ids`,
-`outside`), so every command runs either vocabulary unchanged.
+It holds the `WordPiece` class, built from the tokens of vocab.txt (one a line; the line number is
+its id) and the settings of tokenizer_config.json that files/vocab.py read. It has `Encoder`'s
+face, so every command runs either vocabulary unchanged.
 
 Encoding has two stages, as BERT's own tokenizer. Basic tokenization cuts the text into words:
 it drops control characters, puts spaces around each Chinese character and each punctuation

@@ -19,7 +19,7 @@ from picogpt.files.load import read_encoder
 
 @pytest.mark.parametrize("args, message", [
     (["hi", "--model_size", "125M"], "unknown model size '125M'; choose one of 124M, 355M"),
-    (["hi", "--top_k", "0"], "top_k=0 is not a whole number from 1 to 50257"),
+    (["hi", "--top_k", "0"], "top_k=0 is not a whole number from 1 up"),
     (["hi", "--top_k", "60000"], "top_k=60000 is not a whole number from 1 to 50257"),
     (["hi", "--top_k", "5", "--temperature", "0"], "temperature=0 must be a number above 0"),
     (["hi", "--temperature", "warm"], "temperature='warm' must be a number above 0"),
@@ -43,7 +43,7 @@ from picogpt.files.load import read_encoder
                                                         "sample; drop --n_samples."),
     (["hi", "--json"], "--json works with --score; add --score to score text."),
     (["hi", "--stride", "64"], "--stride works with --score; add --score to score text."),
-    (["hi", "--score", "--top", "-1"], "top=-1 is not a whole number from 0 to 50257."),
+    (["hi", "--score", "--top", "-1"], "top=-1 is not a whole number from 0 up."),
     (["hi", "--score", "--top", "50258"], "top=50258 is not a whole number from 0 to 50257."),
 ])
 def test_bad_input_is_one_line_and_exit_code_1(tiny, args, message):

@@ -159,16 +159,16 @@ def test_bad_scoring_input_is_one_line(tiny, args, message):
 
 
 def test_a_window_longer_than_a_chunk_carries_keys_and_values_across_its_passes(tiny_end):
-    """Real --score windows (1024 positions) go through each block in CHUNK-row passes that
+    """Real --score windows (1024 positions) go through each block in SCORE_CHUNK-row passes that
     attend to the earlier passes' keys and values. With n_ctx 4096, a 700-token text is one
     window of three passes (256 + 256 + 188), checked against transformers' logits."""
-    from picogpt.score import CHUNK
+    from picogpt.score import SCORE_CHUNK
 
     hparams, params = load(tiny_end.models_dir)
     ids = prompt_ids(700, seed=12)
-    assert len(ids) > 2 * CHUNK and len(ids) <= hparams["n_ctx"]
+    assert len(ids) > 2 * SCORE_CHUNK and len(ids) <= hparams["n_ctx"]
     got = score(ids, params, hparams["n_head"], stride=hparams["n_ctx"])
     expected = reference_logprobs(tiny_end, ids, hparams["n_ctx"], hparams["n_ctx"])
     # the positions after the first pass are the ones a lost carry would change
-    np.testing.assert_allclose(got[CHUNK:], expected[CHUNK:], atol=1e-4, rtol=0)
+    np.testing.assert_allclose(got[SCORE_CHUNK:], expected[SCORE_CHUNK:], atol=1e-4, rtol=0)
     np.testing.assert_allclose(got, expected, atol=1e-4, rtol=0)

@@ -1,15 +1,13 @@
 """One way into both commands: `picogpt` and `python -m picogpt.train` read command lines here.
 
-Owns turning a command line into a call of one function through fire, and how a run ends.
-Before anything loads, every flag name is checked (an unknown one is refused with the closest
-name), text is kept exactly as typed, and at most one word stands without a flag. fire would
-otherwise read "hello, world" as a tuple, 2024 as a number and a long text as Python, so each
-value the function takes as text reaches fire as a quoted literal. fire then parses the other
-values and writes --help from the function's docstring.
+It turns a command line into one call of a function through fire: every flag name is checked before
+anything loads, text stays exactly as typed, and at most one word stands without a flag. It also
+reads a prompt from a file or standard input (`read_prompt`) and sets glibc's memory settings for
+the process (`reuse_freed_memory`).
 
-It also owns what every command's process needs from the command line: reading a text from a
-file or standard input as typed (`read_prompt`), and glibc's memory settings for a process that
-frees and allocates large arrays all the time (`reuse_freed_memory`).
+fire would read "hello, world" as a tuple, 2024 as a number and a long text as Python, so each
+value the function takes as text reaches fire as a quoted literal; fire parses the other values and
+writes --help from the docstring.
 
 A run ends in one of four ways: what the function returns; a PicoGPTError, which is a problem
 the user can fix, as one line `picogpt: <message>` on stderr and exit code 1; Ctrl-C as 130; a

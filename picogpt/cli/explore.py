@@ -1,18 +1,15 @@
 """The `picogpt --explore` mode: the model served on 127.0.0.1 as a page to explore it.
 
-Owns what the mode does as a process: check its port before anything loads, read the prompt,
-load the model the flags name (models.py), start the server (server.py) on an exploring session
-(explore.py), print its address, open the browser (browser.py) unless told not to, and stop on
-Ctrl-C. cli.py routes `--explore` here and adds the model flags to its --help. Must not
-compute (the session does), answer a request (the server does) or read the command line
-(command.py does).
+It checks the port, loads the model the flags name, starts the server (web/server.py) on a session
+(web/session.py), prints the page's address, opens the browser unless told not to, and stops on
+Ctrl-C.
 """
 
 import sys
 
 from ..errors import whole_number
+from ..files.loaded import load_model
 from .command import read_prompt
-from .models import load_model
 
 
 def explore_model(prompt: str = "", port: int | None = None, no_browser: bool = False,
@@ -43,8 +40,9 @@ def explore_model(prompt: str = "", port: int | None = None, no_browser: bool = 
     from ..web.session import Session
 
     text = read_prompt(prompt, prompt_file)
-    encoder, hparams, params, model = load_model(model_size, models_dir, base_url, hf)
-    session = Session(encoder, hparams, params, model)
+    loaded = load_model(model_size, models_dir, base_url, hf)
+    session = Session(loaded.encoder, loaded.hparams, loaded.params, loaded.about())
+    model = loaded.about()
     server = ExploreServer(session, port or 0, text)
     print(f"picogpt: exploring {model['where']} at {server.url}", file=sys.stderr)
     print(server.url, flush=True)

@@ -1,14 +1,8 @@
 """What training reads and checks before it learns: the text, its vocabulary, the settings.
 
-Owns the preparation train.py's command and induction.py's task share: finding GPT-2's
-vocabulary files, reading the text as UTF-8 and its token ids, checking --n_vocab, the sizes,
-the learning rate, the seed and the memory a shape needs, the new model folder's name, and the
-loss per byte that compares runs with different vocabularies. Every bad setting is a one-line
-PicoGPTError raised here, before any long work.
-
-Must not learn (train.py owns the weights, AdamW, the schedule, batches and the loop), print, or
-write anything: it only reads the text and the vocabulary folders, and looks at the machine's
-memory.
+It finds GPT-2's vocabulary files, reads the text and its token ids, checks the settings and the
+memory a shape needs, names the new model folder, and converts a loss to nats per byte. Every bad
+setting is one line, raised here before any long work; nothing is written.
 """
 
 import os
@@ -16,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..encoder import N_VOCAB
 from ..errors import PicoGPTError, number, text, whole_number
 from ..files.load import MODEL_SIZES
 from ..merges import N_BYTES
@@ -60,7 +55,7 @@ def read_ids(text_file: str, encoder, n_seq: int) -> np.ndarray:
 
 
 def check_settings(sizes: dict, lr: float, seed: int, repeats: float,
-                   n_vocab: int = 50257) -> None:
+                   n_vocab: int = N_VOCAB) -> None:
     """Raise PicoGPTError for the first setting that cannot train, before any work."""
     for key, value in sizes.items():
         whole_number(key, value, 1)
@@ -78,7 +73,7 @@ def check_settings(sizes: dict, lr: float, seed: int, repeats: float,
 
 
 def check_memory(n_layer: int, n_head: int, n_embd: int, n_ctx: int, n_batch: int,
-                 n_vocab: int = 50257) -> None:
+                 n_vocab: int = N_VOCAB) -> None:
     """Raise PicoGPTError if training this shape would need more memory than the machine has."""
     weights = n_vocab * n_embd + n_ctx * n_embd + n_layer * (12 * n_embd * n_embd + 13 * n_embd)
     # the weights four times (params, grads, AdamW's two moments); per position the logits and

@@ -1,13 +1,9 @@
 """The `picogpt` command: prompt in, GPT-2's continuation streamed out, the prompt scored, or a
 page to explore the model.
 
-Owns what the command's modes do and which flags each takes: `generate_text` (the default) and
-`score_text` (`--score`) here, `explore_model` (`--explore`) in explore_mode.py, which it
-routes to and whose --help gets the same model flags. Each checks its settings before anything
-loads, loads the model the flags name (models.py), runs the engine, and hands what came back to
-terminal.py, which prints it. Must not read the command line, write error lines or choose exit
-codes: those are command.py's, shared with `python -m picogpt.train`. The data flows one way:
-prompt -> encoder.encode -> generate -> encoder.decode -> stdout.
+It holds `generate_text` (the default mode) and `score_text` (`--score`), routes `--explore` to
+cli/explore.py, and checks each mode's flags before anything loads. The data flows one way: prompt
+-> encoder.encode -> generate -> encoder.decode -> stdout.
 """
 
 import inspect
@@ -15,13 +11,13 @@ import sys
 from collections.abc import Iterable, Iterator
 
 from ..errors import PicoGPTError, whole_number
+from ..files.loaded import load_model
 from ..generate import check_settings, generate, generate_samples, generate_steps
 from ..sampling import Sampling
 from ..score import check_score_settings, join_scores, score_windows, summary
 from ..web.page import check_path, page_data, write_page
-from .command import ending, read_prompt, run_command
+from .command import ending, read_prompt, reuse_freed_memory, run_command
 from .explore import explore_model
-from .models import load_model
 from .terminal import (
     call_first,
     print_samples,
@@ -86,7 +82,7 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
             trailing newline is dropped.
     """
     sampling = Sampling(top_k, top_p, temperature, repetition_penalty)
-    check_settings(n_tokens, sampling, seed, stop)  # before anything loads
+    check_settings(n_tokens, sampling, seed, stop)  # before loading; generate checks top_k
     whole_number("n_samples", n_samples, 1)
     whole_number("candidates", candidates, 0)
     if (candidates or explain) and n_samples > 1:
@@ -98,7 +94,8 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
               f"token is the most likely one); add --top_k 40 or --top_p 0.9 to sample.",
               file=sys.stderr)
     prompt = read_prompt(prompt, prompt_file)
-    encoder, hparams, params, model = load_model(model_size, models_dir, base_url, hf)
+    loaded = load_model(model_size, models_dir, base_url, hf)
+    encoder, hparams, params, model = loaded.encoder, loaded.hparams, loaded.params, loaded.about()
     say_outside(encoder, prompt)
     input_ids, n_head = encoder.prompt_ids(prompt), hparams["n_head"]
     settings = {"top_k": top_k, "top_p": top_p, "temperature": temperature, "seed": seed,
@@ -109,21 +106,21 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
         if n_samples > 1:
             print_samples(call_first(quiet, generate_samples(
                 input_ids, params, n_head, n_tokens, n_samples=n_samples, **settings)),
-                n_samples, encoder, stop)
+                n_samples, encoder, stop, input_ids)
             return
         if not n_shown:
             print_text(call_first(quiet, generate(input_ids, params, n_head, n_tokens,
-                                                  **settings)), encoder, stop)
+                                                  **settings)), encoder, stop, input_ids)
             return
         steps = []  # what the page shows, as it is printed
         made = recorded(call_first(quiet, generate_steps(input_ids, params, n_head, n_tokens,
                                                          candidates=n_shown, **settings)), steps)
         if candidates:
             print_steps(made, encoder, candidates)
-            print("".join(stream_text([step.token for step in steps], encoder, stop)),
-                  flush=True)
+            print("".join(stream_text([step.token for step in steps], encoder, stop,
+                                      input_ids)), flush=True)
         else:
-            print_text((step.token for step in made), encoder, stop)
+            print_text((step.token for step in made), encoder, stop, input_ids)
     if explain:
         prompt_ids = input_ids
         shown = {"top_k": top_k, "top_p": top_p, "seed": seed, "temperature": temperature,
@@ -148,16 +145,20 @@ def score_text(prompt: str = "", stride: int | None = None, top: int = 0, json: 
     Args:
         prompt: The text to score, exactly as typed.
         stride: Tokens between the starts of two windows of a text longer than the context;
-            unset is half the context (1024 // 2 for GPT-2).
+            unset is half the model's context (512 for GPT-2).
         top: Also print the N tokens the model expected at each position.
         json: Print everything as one JSON object instead.
         prompt_file: Read the text from this UTF-8 file ('-' for standard input); one
             trailing newline is dropped.
     """
-    check_score_settings(1, 1024 // 2 if stride is None else stride, 1024)  # before loading
-    whole_number("top", top, 0, 50257)
+    if stride is not None:  # before loading; the model's context bounds it once loaded
+        whole_number("stride", stride, 1)
+    whole_number("top", top, 0)
     text = read_prompt(prompt, prompt_file)
-    encoder, hparams, params, model = load_model(model_size, models_dir, base_url, hf)
+    loaded = load_model(model_size, models_dir, base_url, hf)
+    encoder, hparams, params, model = loaded.encoder, loaded.hparams, loaded.params, loaded.about()
+    whole_number("top", top, 0, loaded.n_vocab)
+    check_score_settings(1, loaded.n_ctx // 2 if stride is None else stride, loaded.n_ctx)
     say_outside(encoder, text)
     ids = encoder.encode(text)
     with reading_notice(model["where"]) as quiet, progress(len(ids), "scoring") as bar:
@@ -221,4 +222,5 @@ def main(argv: list[str] | None = None) -> None:
     mode = modes[0] if modes else "generate"
     words = [word for i, word in enumerate(argv) if i >= end or word != f"--{mode}"]
     program = "picogpt" if mode == "generate" else f"picogpt --{mode}"
+    reuse_freed_memory()  # the process is ours: keep freed arrays for the next layer
     run_command(MODES[mode], words, program, "prompt", misplaced(mode))

@@ -1,8 +1,7 @@
 """What the picogpt command prints: streamed text, several samples, step candidates, scores.
 
-Owns the terminal views. cli.py decides what to run, runs the engine and hands these what it
-returned (streamed as it comes, where the engine yields); they print to stdout (progress to
-stderr) and hold no other logic than laying it out. How a token's text is shown is show.py's.
+It prints what the engine returns, streamed as it comes: text to stdout, progress to stderr, and no
+other logic than the layout.
 """
 
 import codecs
@@ -10,7 +9,7 @@ import contextlib
 import json
 import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from tqdm import tqdm
 
@@ -20,14 +19,16 @@ from ..score import Scores
 from ..web.show import shown
 
 
-def stream_text(ids: Iterable[int], encoder: Encoder, stop: str | None = None) -> Iterator[str]:
-    """The text of ids as they arrive, cut before `stop`.
+def stream_text(ids: Iterable[int], encoder: Encoder, stop: str | None = None,
+                after: Sequence[int] = ()) -> Iterator[str]:
+    """The text of ids as they arrive after the prompt's ids (after), cut before `stop`.
 
     A character split across tokens waits for its last byte, and text that could be the start
-    of `stop` waits until the next tokens show whether it is.
+    of `stop` waits until the next tokens show whether it is. The prompt's last token decides
+    whether a WordPiece word starts with a space.
     """
     utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    held, previous = "", []
+    held, previous = "", list(after[-1:])
     for next_id in ids:
         held += utf8.decode(added_bytes(encoder, previous, next_id))
         previous = [next_id]
@@ -42,7 +43,7 @@ def stream_text(ids: Iterable[int], encoder: Encoder, stop: str | None = None) -
 
 
 def print_samples(steps: Iterable[tuple[int, int]], n_samples: int, encoder: Encoder,
-                  stop: str | None) -> None:
+                  stop: str | None, after: Sequence[int] = ()) -> None:
     """Print each of several samples, whole, under a line naming it, once all are done."""
     # The samples grow together, one token each per step; interleaving them on screen would be
     # unreadable, so a progress line on stderr shows the steps and the text waits until the end
@@ -60,7 +61,7 @@ def print_samples(steps: Iterable[tuple[int, int]], n_samples: int, encoder: Enc
             print("\r\033[K", end="", file=sys.stderr, flush=True)
         for i, ids in enumerate(samples):
             print(f"{'=' * 20} sample {i + 1} of {n_samples} {'=' * 20}")
-            print("".join(stream_text(ids, encoder, stop)), flush=True)
+            print("".join(stream_text(ids, encoder, stop, after)), flush=True)
 
 
 def print_steps(steps: Iterable[Step], encoder: Encoder, n: int) -> None:
@@ -133,9 +134,9 @@ def print_scores(ids: list[int], scores: Scores, summary: dict, encoder: Encoder
           f"{summary['bits_per_byte']:.4f} bits per byte")
 
 
-def print_text(ids, encoder: Encoder, stop: str | None) -> None:
-    """Stream the text of ids as they come, then end the line."""
-    for text in stream_text(ids, encoder, stop):
+def print_text(ids, encoder: Encoder, stop: str | None, after: Sequence[int] = ()) -> None:
+    """Stream the text of ids as they come after the prompt's ids, then end the line."""
+    for text in stream_text(ids, encoder, stop, after):
         print(text, end="", flush=True)
     print(flush=True)
 

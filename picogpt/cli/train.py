@@ -9,7 +9,7 @@ import numpy as np
 
 from ..chars import Chars, count_chars
 from ..curve import measure, probes
-from ..encoder import Encoder
+from ..encoder import N_VOCAB, Encoder
 from ..errors import PicoGPTError, _
 from ..files.load import read_encoder
 from ..files.store import save_model
@@ -68,7 +68,7 @@ def train(text_file: str, name: str = "trained", models_dir: str = "models", n_l
                              "--vocab_dir.").format(vocab=vocab))
     check_settings({"n_layer": n_layer, "n_head": n_head, "n_embd": n_embd, "n_ctx": n_ctx,
                     "n_batch": n_batch, "steps": steps, "curve_every": curve_every}, lr, seed,
-                   repeats, n_vocab or 50257)  # memory: the output layer's rows are the tokens
+                   repeats, n_vocab or N_VOCAB)  # memory: the output layer's rows are the tokens
     model_dir = new_model_dir(models_dir, name)
     if vocab == "chars":  # counted on the text before the held-out tenth
         text = read_text(text_file)
@@ -133,3 +133,7 @@ def main(argv: list[str] | None = None) -> None:
               f"{result['last_train_loss']:.3f} per token). Try: picogpt "
               f"\"Once upon a time\" --model_size {name} --models_dir "
               f"{Path(result['model_dir']).parent}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,8 +1,7 @@
 """Every network access of picogpt: fetching OpenAI's seven files for a size into models_dir.
 
-Owns the download (retries, resuming with Range, `.part` files moved into place only when
-complete) and its progress bars on stderr. The folder's lock and its JSON files are store.py's.
-It must not read the model's contents.
+It fetches the files with retries, resumes with Range, and moves a `.part` file into place only
+when it is complete.
 """
 
 import os

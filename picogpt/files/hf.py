@@ -1,12 +1,9 @@
 """Reading a GPT-2 saved in Hugging Face's format: `load_hf(path) -> (encoder, hparams, params)`.
 
-Owns finding the folder (a path, or a model id of the hub, which hub.py finds in the Hugging
-Face cache or downloads there), reading config.json and model.safetensors, and renaming Hugging
-Face's tensor names to OpenAI's (`transformer.h.3.attn.c_attn.weight` ->
-`blocks[3]["attn"]["c_attn"]["w"]`). The vocabulary
-reader and the params tree's checks are load.py's and params.py's. It returns what
-`load_encoder_hparams_and_params` returns, so every command works on it. It reads and never
-writes; the only network access is hub.py's, for a model id the cache does not hold.
+It finds the folder (a path, or a hub id that files/hub.py fetches), reads config.json and
+model.safetensors, and renames Hugging Face's tensor names to OpenAI's
+(`transformer.h.3.attn.c_attn.weight` -> `blocks[3]["attn"]["c_attn"]["w"]`). It returns what
+`load_encoder_hparams_and_params` returns, so every command runs on it, and it never writes.
 
 GPT-2's Conv1D layers store weights as [n_in, n_out] in both formats, so no tensor is
 transposed. model.safetensors is read here, not through a library: float32 tensors are mapped
@@ -24,7 +21,7 @@ import numpy as np
 from ..encoder import Encoder
 from ..errors import PicoGPTError
 from .hub import hub_cache, hub_folder, is_model_id  # noqa: F401 (hub_cache: hf's too)
-from .params import check_hparams, check_shapes, nest
+from .params import check_hparams, check_shapes, fit_vocabulary, nest
 from .vocab import read_vocab
 
 WEIGHTS, CONFIG = "model.safetensors", "config.json"
@@ -55,7 +52,7 @@ def load_hf(path: str) -> tuple[Encoder, dict[str, int], dict]:
     if lm_head is not None and not np.array_equal(lm_head, arrays["wte"]):
         raise PicoGPTError(f"{folder / WEIGHTS} has an lm_head.weight that differs from wte; "
                            f"picogpt's GPT-2 uses wte as its output layer (tied weights).")
-    return encoder, hparams, nest(arrays)
+    return (encoder, *fit_vocabulary(hparams, nest(arrays), encoder.n_vocab))
 
 
 def find_folder(path: str) -> Path:

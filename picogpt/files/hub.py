@@ -1,14 +1,10 @@
 """A model id of the Hugging Face hub (`--hf uer/gpt2-chinese-poem`) as a folder on disk.
 
-Owns `hub_folder(model_id)`: the snapshot in the user's Hugging Face cache when it already holds
-what picogpt reads (then nothing is sent), else a download of exactly those files through
-`huggingface_hub`, with its progress bar. picogpt reads model.safetensors, config.json and one
-vocabulary (vocab.json + merges.txt, or vocab.txt with tokenizer_config.json and
-special_tokens_map.json); the .bin, .h5, msgpack and onnx copies of the weights are never
-fetched. huggingface_hub does all the talking to the hub and keeps its cache (HF_ENDPOINT,
-HF_HOME, HF_HUB_CACHE, HF_HUB_OFFLINE and HF_TOKEN work as they do for it); this room chooses
-the files, checks the list before anything is fetched, and turns each failure into one
-sentence. Reading the folder is hf.py's.
+`hub_folder(model_id)` gives the snapshot in the user's Hugging Face cache when it already holds
+what picogpt reads (then nothing is sent), else downloads exactly those files through
+`huggingface_hub`: model.safetensors, config.json and one vocabulary, never the .bin, .h5, msgpack
+or onnx copies. HF_ENDPOINT, HF_HOME, HF_HUB_CACHE, HF_HUB_OFFLINE and HF_TOKEN work as they do for
+huggingface_hub; each failure is one sentence.
 """
 
 import contextlib

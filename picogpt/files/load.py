@@ -1,9 +1,7 @@
 """OpenAI's model folder: its hparams, its vocabulary, its TensorFlow checkpoint converted once.
 
-Owns `load_encoder_hparams_and_params`, reading `hparams.json`, GPT-2's vocabulary (the reader
-hf.py shares) and the checkpoint, which it converts into the store (store.py) the first time a
-size is used. The download itself is download.py's; the store's files are store.py's. It must
-not print, or touch the model math.
+It holds `load_encoder_hparams_and_params`: it reads hparams.json and the vocabulary, and converts
+the TensorFlow checkpoint into the store (files/store.py) the first time a size is used.
 
 Layout of `models_dir/<size>/`: OpenAI's seven files, `download.json` (the byte size of each
 file picogpt downloaded, to spot a file damaged later) and `params/`, the checkpoint converted
@@ -23,7 +21,7 @@ from tqdm import tqdm
 from ..encoder import Encoder
 from ..errors import PicoGPTError
 from .download import FILES, download_missing, download_url
-from .params import check_hparams, check_shapes, nest
+from .params import check_hparams, check_shapes, fit_vocabulary, nest
 from .store import model_lock, read_json, read_params, source_stamps, write_params
 from .vocab import read_vocab
 
@@ -55,7 +53,7 @@ def load_encoder_hparams_and_params(model_size: str = "124M", models_dir: str = 
             arrays = read_params(model_dir) or build_params(model_dir)
     check_shapes(arrays, hparams, str(model_dir / "hparams.json"), "the checkpoint",
                  "The folder mixes two models; delete it to download again.")
-    return encoder, hparams, nest(arrays)
+    return (encoder, *fit_vocabulary(hparams, nest(arrays), encoder.n_vocab))
 
 
 def read_hparams(model_dir: Path) -> dict[str, int]:

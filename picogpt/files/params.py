@@ -1,10 +1,8 @@
 """The params tree: GPT-2's tensor names, their nesting, the shapes hparams give them.
 
-Owns the one rename between a flat name and the nested dict the model splats
-("h3.attn.c_attn.w" <-> params["blocks"][3]["attn"]["c_attn"]["w"]), the shape every tensor
-must have for given hparams, and the checks that hparams and tensors fit each other. Every
-loader (OpenAI's folder, the converted store, a Hugging Face folder) and training use it. No
-I/O: a file's name reaches it only to be named in an error.
+It holds the one rename between a flat name and the nested dict the model splats
+("h3.attn.c_attn.w" <-> params["blocks"][3]["attn"]["c_attn"]["w"]), the shape each tensor must
+have for given hparams, and the checks that they fit. Every loader and training use it.
 """
 
 from typing import Any
@@ -46,6 +44,15 @@ def flatten(params: dict) -> dict[str, np.ndarray]:
     for i, block in enumerate(params["blocks"]):
         walk(block, f"h{i}")
     return flat
+
+
+def fit_vocabulary(hparams: dict, params: dict, n_vocab: int) -> tuple[dict, dict]:
+    """hparams and params with wte cut to the vocabulary's n_vocab rows. A model padded past its
+    tokenizer (nanoGPT pads GPT-2's vocabulary to 50,304 rows, a multiple of 64, for speed)
+    then never gives an id its vocabulary lacks; the rows cut were never a token's."""
+    if params["wte"].shape[0] <= n_vocab:
+        return hparams, params
+    return {**hparams, "n_vocab": n_vocab}, {**params, "wte": params["wte"][:n_vocab]}
 
 
 def expected_shapes(hparams: dict[str, int]) -> dict[str, tuple[int, ...]]:

@@ -1,9 +1,8 @@
 """The converted store: `params/`, one memory-mapped `.npy` per tensor, written whole or not at all.
 
-Owns writing and reading `models_dir/<name>/params/` (its manifest of shapes, CRC-32s, sizes and
-modification times), the folder lock, the JSON helpers every file of a model folder is written
-with, and `save_model`, the folder `python -m picogpt.train` writes. It knows nothing of
-TensorFlow or of the network: load.py converts a checkpoint into it, download.py locks with it.
+It writes and reads `models_dir/<name>/params/` (with a manifest of shapes, CRC-32s, sizes and
+times), holds the folder lock and the JSON helpers, and writes the folder `python -m picogpt.train`
+makes (`save_model`).
 
 The files are read back and checked against their CRC-32s once, right after writing. Later runs
 memory-map them after comparing each file's size and modification time with the manifest's (a

@@ -1,25 +1,20 @@
 """Which vocabulary a model folder holds, read from its files and checked.
 
-Owns reading a vocabulary from disk: a byte-level BPE (encoder.json and vocab.bpe, as OpenAI
-ships GPT-2's and picogpt.train writes its own; vocab.json and merges.txt in a Hugging Face
-folder), a WordPiece vocabulary (vocab.txt, with tokenizer_config.json and
-special_tokens_map.json beside it, as BERT's and the uer Chinese GPT-2s' are) or a character
-vocabulary (chars.json, as picogpt.train --vocab chars writes). The files decide which, in
-every folder picogpt reads: OpenAI's, a trained model's and a Hugging Face folder. The classes
-that turn text into ids are encoder.py's, wordpiece.py's and chars.py's; this room only reads
-and checks, and must not write.
+A byte-level BPE (encoder.json and vocab.bpe, or Hugging Face's vocab.json and merges.txt), a
+WordPiece vocabulary (vocab.txt with tokenizer_config.json and special_tokens_map.json) or a
+character vocabulary (chars.json, as picogpt.train --vocab chars writes): the files decide which,
+in every folder picogpt reads. It reads and checks; the classes that use the vocabulary are
+encoder.py's, wordpiece.py's and chars.py's.
 """
 
 from pathlib import Path
 
 from ..chars import START, UNKNOWN, Chars
-from ..encoder import SPECIAL, Encoder
+from ..encoder import END_OF_TEXT, N_MERGES, N_VOCAB, SPECIAL, Encoder
 from ..errors import PicoGPTError
 from ..wordpiece import WordPiece
 from .store import read_json
 
-N_VOCAB, N_MERGES = 50257, 50000  # what GPT-2's encoder.json and vocab.bpe hold
-END_OF_TEXT_ID = 50256  # where GPT-2's table puts <|endoftext|>
 BPE_FILES = (("encoder.json", "vocab.bpe"), ("vocab.json", "merges.txt"))  # OpenAI's, HF's
 CHARS_FILE = "chars.json"  # a JSON list of picogpt's character vocabulary: id -> token
 WORDPIECE_FILES = ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
@@ -73,8 +68,8 @@ def read_bpe(tokens_file: Path, merges_file: Path, sizes: tuple[int, int] | None
     table = read_json(tokens_file)
     n_tokens, n_merges = sizes or (None, None)
     if not isinstance(table, dict) or SPECIAL not in table or (n_tokens is not None and (
-            len(table) != n_tokens or table[SPECIAL] != END_OF_TEXT_ID)):
-        count = f"{n_tokens} tokens, {SPECIAL} = {END_OF_TEXT_ID}" if n_tokens else \
+            len(table) != n_tokens or table[SPECIAL] != END_OF_TEXT)):
+        count = f"{n_tokens} tokens, {SPECIAL} = {END_OF_TEXT}" if n_tokens else \
             f"token -> id, with {SPECIAL}"
         what = "GPT-2's token table" if n_tokens else "a BPE token table"
         raise PicoGPTError(f"{tokens_file} is not {what} ({count}); {fix}.")

@@ -2,8 +2,8 @@
 
 A browser's command line is readable by every local user (ps), and the page's address carries
 the secret that guards the server. So the browser is given a file that only this user can read,
-in a folder only this user can open, which leads to the address, as Jupyter does. Owns that
-file: written before the browser starts, removed when the server stops.
+in a folder only this user can open, which leads to the address, as Jupyter does. The file
+is written before the browser starts and removed when the server stops.
 """
 
 import os

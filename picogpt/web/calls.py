@@ -1,7 +1,7 @@
 """The --explore server's API calls: which computation runs when, and on which text.
 
-Owns the order of an exploring session's calls (server.py owns the web side: the address, the
-secret, the page, answering and streaming; explore.py owns the session):
+It decides the order of a session's calls; server.py does the web side and session.py the
+computing:
 
 - one computation runs at a time, and a request of a kind that a newer one of the same kind has
   replaced is answered as superseded instead of computed (`stop` supersedes a generation, which
@@ -14,9 +14,6 @@ secret, the page, answering and streaming; explore.py owns the session):
   "changed") when another page has changed the text since: a second tab never silently
   changes what the first one shows;
 - a bug in a call is said on the page and in the terminal, and the server keeps answering.
-
-Must not read a request or write an answer's bytes itself (the Handler it is part of does, with
-gate.py's checks), nor compute anything but through the session.
 """
 
 import traceback

@@ -1,7 +1,7 @@
 """The explore server's gate: what a request must be before the session sees it, and every
 refusal in the page's language.
 
-Owns the checks server.py runs on a request before any computation: `allowed` (Host, Origin,
+It holds the checks server.py runs on a request before any computation: `allowed` (Host, Origin,
 and the secret, compared as bytes, so whatever text a request carries is refused, never raised
 on), `settings` (the sampler, checked with the command line's own checks),
 `body` (one JSON object of a known, capped length, however deep or broken its bytes), `prompt`

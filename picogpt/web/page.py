@@ -1,6 +1,6 @@
 """The offline page of a run: `picogpt "prompt" --explain report.html`.
 
-Owns turning a run (its ids, the step candidates from `generate_steps`, a `trace` of the whole
+It turns a run (its ids, the step candidates from `generate_steps`, a `trace` of the whole
 sequence) into one self-contained HTML file: the template `explain.html` beside this module,
 with the drawing code every page shares (`views.js`, `views.css`) and the run's data inlined.
 Nothing is fetched when the page opens: no CDN, no fonts. Every number on the page is one that

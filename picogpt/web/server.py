@@ -1,8 +1,8 @@
 """The --explore page's server: the standard library's HTTP server, on 127.0.0.1 only.
 
-Owns the web side of an exploring session (explore.py owns the session, calls.py the order of
-its API calls): the address, the secret, the page itself, and reading and answering the small
-JSON API the page calls. Must not compute (the session does) or decide which call runs when.
+It holds the web side of an exploring session: the address, the secret, the page itself, and
+reading and answering the small JSON API the page calls. session.py computes and calls.py decides
+which call runs when.
 It is safe to leave running on a shared machine or with other sites open in the browser:
 
 - it binds 127.0.0.1, and answers only a Host header that is the address it printed and an

@@ -1,6 +1,6 @@
 """An exploring session: one text, its KV cache, and what the model says could come next.
 
-Owns what the --explore page can do to a text: set it (a prompt as typed), look at the next
+It holds what the --explore page can do to a text: set it (a prompt as typed), look at the next
 token's candidates under any sampler settings, append a token (picked, greedy or drawn with a
 seed), take the last one back, generate several, and look inside. The model runs once per new
 position: the text lives in a KV cache, an edit re-runs only the positions after the part that

@@ -1,6 +1,6 @@
 """How a token's text is shown, in a terminal and on a page: honestly, byte by byte if need be.
 
-Owns `visible` (invisible characters escaped, part of a UTF-8 character shown as its bytes
+It holds `visible` (invisible characters escaped, part of a UTF-8 character shown as its bytes
 rather than U+FFFD), `shown` (a token id's visible text), `piece` (a token as a page shows it)
 and `characters` (the characters that runs of such byte pieces form). GPT-2's tokens are byte
 sequences: one Chinese character is often two or three tokens, and each of those alone is not

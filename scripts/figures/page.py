@@ -16,7 +16,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from picogpt.cli.models import load_model
+from picogpt.files.loaded import load_model
 from picogpt.web.server import ExploreServer
 from picogpt.web.session import Session
 from scripts.figures.common import stamp
@@ -54,8 +54,9 @@ def main() -> None:
 def explore(browser, args) -> None:
     """The --explore page on the same model and prompt, after the temperature slider moved to
     0.7 with top-k 40, its inside views drawn."""
-    encoder, hparams, params, model = load_model(args.model_size, args.models_dir, None, None)
-    server = ExploreServer(Session(encoder, hparams, params, model), 0, PROMPT)
+    loaded = load_model(args.model_size, args.models_dir)
+    server = ExploreServer(Session(loaded.encoder, loaded.hparams, loaded.params, loaded.about()),
+                           0, PROMPT)
     threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     for locale, name in (("en-US", "explore-page.png"), ("zh-CN", "explore-page-zh.png")):
         page = browser.new_page(locale=locale, viewport={"width": 1150, "height": 1500})

@@ -1,0 +1,69 @@
+"""One loaded model: the vocabulary, the hparams, the params and what the model is, in one object
+that both loaders build. Every limit a command or a page checks (n_vocab, n_ctx, the start and
+end tokens) comes from it, never from GPT-2's numbers."""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..encoder import Encoder
+from ..errors import PicoGPTError, _
+from ..wordpiece import WordPiece
+from .hf import load_hf
+from .load import MODEL_SIZES, load_encoder_hparams_and_params
+
+RANDOM_WEIGHTS = "random-weights.txt"  # written beside weights drawn at random (test fixtures)
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A model ready to run: encoder, hparams and params, and what it is, for messages and pages.
+
+    kind is "released" (one of OpenAI's sizes), "trained" (a folder picogpt.train wrote) or "hf"
+    (a Hugging Face folder or hub id); random is True for weights drawn at random, which no
+    page may call GPT-2."""
+
+    encoder: Encoder | WordPiece
+    hparams: dict
+    params: dict
+    name: str
+    kind: str
+    where: str
+    random: bool = False
+
+    @property
+    def n_vocab(self) -> int:
+        """Tokens the model can give: wte's rows, never more than the vocabulary holds."""
+        return self.params["wte"].shape[0]
+
+    @property
+    def n_ctx(self) -> int:
+        """The longest context: wpe's rows."""
+        return self.params["wpe"].shape[0]
+
+    @property
+    def n_head(self) -> int:
+        return self.hparams["n_head"]
+
+    def about(self) -> dict:
+        """What the pages show of the model: its name, kind, place, shape and limits."""
+        shape = {key: self.hparams[key] for key in ("n_layer", "n_head", "n_embd")}
+        return {"name": self.name, "kind": self.kind, "where": self.where,
+                "random": self.random, "n_vocab": self.n_vocab, "n_ctx": self.n_ctx, **shape}
+
+
+def load_model(model_size: str = "124M", models_dir: str = "models", base_url: str | None = None,
+               hf: str | None = None) -> LoadedModel:
+    """The model a command's flags name (--model_size, --models_dir, --base_url, --hf)."""
+    if hf is not None and (model_size, models_dir, base_url) != ("124M", "models", None):
+        raise PicoGPTError(_("--hf names the model to run; drop --model_size, --models_dir and "
+                             "--base_url, which choose one of OpenAI's downloads."))
+    if hf is not None:
+        encoder, hparams, params = load_hf(hf)
+        folder = Path(hf)
+        return LoadedModel(encoder, hparams, params, hf, "hf", hf,
+                           (folder / RANDOM_WEIGHTS).is_file())
+    encoder, hparams, params = load_encoder_hparams_and_params(model_size, models_dir, base_url)
+    folder = Path(models_dir) / model_size
+    kind = "released" if model_size in MODEL_SIZES else "trained"
+    return LoadedModel(encoder, hparams, params, model_size, kind, str(folder),
+                       (folder / RANDOM_WEIGHTS).is_file())

