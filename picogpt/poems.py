@@ -3,9 +3,9 @@
 Owns reading poems (Debian's fortunes-zh files, chinese-poetry's poet.*.json files, or a UTF-8
 text with one poem per paragraph), the cleaner that keeps only classical Chinese, the split
 into training poems and held-out verses (whole poems, never trained on), the ids a model trains
-on (a start token before each poem), the unigram and bigram baselines a loss is read against,
-and the share of a continuation's half-lines that keep a prompt's length. It reads files and
-must not write, print or train: cli/tasks.py does that with train.py.
+on (a start token before each poem), and the share of a continuation's half-lines that keep a
+prompt's length. It reads files and must not write, print or train: cli/poems.py does that with
+train.py (the baselines are ngram.py's, the held-out loss train.py's).
 
 fortunes-zh is GPL-3.0-or-later: picogpt reads it where Debian installs it and never ships it.
 """
@@ -16,9 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .backward import cross_entropy
 from .generate import generate
-from .model import gpt2
 from .wordpiece import is_chinese
 
 FORTUNES = Path("/usr/share/games/fortunes")  # where Debian's fortunes-zh puts its files
@@ -129,24 +127,6 @@ def poem_ids(poems: list[str], encoder) -> np.ndarray:
     return np.array(ids, dtype=np.int64)
 
 
-def baselines(train_ids: np.ndarray, ids: np.ndarray, n_vocab: int) -> dict[str, float]:
-    """The mean loss (nats per token) of ids under a unigram and a bigram model counted on
-    train_ids: what a model that knows no context, or only the token before, would score.
-    Unigram: counts plus one. Bigram: counts of (token before, token) smoothed towards the
-    unigram by a prior of alpha tokens, the alpha of a few that scores ids best (so the
-    baseline is as strong as it can be). The first token of ids is not scored."""
-    unigram = (np.bincount(train_ids, minlength=n_vocab) + 1.0) / (len(train_ids) + n_vocab)
-    pairs = train_ids[:-1] * n_vocab + train_ids[1:]
-    keys, counts = np.unique(pairs, return_counts=True)
-    before = np.bincount(train_ids[:-1], minlength=n_vocab)
-    asked = ids[:-1] * n_vocab + ids[1:]
-    at = np.clip(np.searchsorted(keys, asked), 0, len(keys) - 1)
-    seen = np.where(keys[at] == asked, counts[at], 0)
-    bigram = min(-np.mean(np.log((seen + alpha * unigram[ids[1:]]) / (before[ids[:-1]] + alpha)))
-                 for alpha in (0.1, 0.3, 1, 3, 10, 30, 100))
-    return {"unigram": float(-np.mean(np.log(unigram[ids[1:]]))), "bigram": float(bigram)}
-
-
 def kept_length(prompt: str, continuation: str) -> tuple[int, int]:
     """How many whole half-lines of continuation have the length of prompt's last one, and how
     many whole half-lines it has (a half-line ends at a punctuation mark)."""
@@ -154,22 +134,6 @@ def kept_length(prompt: str, continuation: str) -> tuple[int, int]:
     wanted = len(halves[-1]) if halves else len(prompt)
     lengths = [len(half.strip()) for half in half_lines(continuation)]
     return sum(n == wanted for n in lengths), len(lengths)
-
-
-def stream_loss(params: dict, n_head: int, ids: np.ndarray, n_rows: int = 32) -> float:
-    """The mean loss (nats per token) of ids[1:], each token scored once with up to n_ctx
-    tokens before it: ids cut into consecutive windows (n_rows at a time, the last one
-    shorter), the tokens baselines() scores."""
-    n_ctx = len(params["wpe"])
-    n_whole = (len(ids) - 1) // n_ctx
-    rows = ids[np.arange(n_whole)[:, None] * n_ctx + np.arange(n_ctx + 1)]  # [n_whole, n_ctx+1]
-    rest = ids[n_whole * n_ctx :]  # [< n_ctx + 1]
-    total = sum(cross_entropy(gpt2(part[:, :-1], **params, n_head=n_head), part[:, 1:])[0]
-                * part[:, 1:].size for part in np.split(rows, range(n_rows, n_whole, n_rows)))
-    if len(rest) > 1:
-        total += cross_entropy(gpt2(rest[:-1], **params, n_head=n_head), rest[1:])[0] * (
-            len(rest) - 1)
-    return float(total / (len(ids) - 1))
 
 
 def first_halves(verses: list[str]) -> list[str]:

@@ -1,6 +1,6 @@
 """The poems task (poems.py and `python -m picogpt.train --task poems`): the cleaner on a
-fortune file's format, the held-out split, the baselines and the held-out loss against sums
-made in the test, the kept-length share, and a CI-sized run whose held-out loss beats its
+fortune file's format, the held-out split, the held-out loss against a sum made in the test,
+the kept-length share, and a CI-sized run whose held-out loss beats its
 bigram baseline."""
 
 import json
@@ -13,10 +13,10 @@ from test_load import assert_one_line_error
 
 from picogpt import poems
 from picogpt.chars import Chars, count_chars
-from picogpt.cli.tasks import train_poems
+from picogpt.cli.poems import train_poems
 from picogpt.errors import PicoGPTError
 from picogpt.model import gpt2, softmax
-from picogpt.train import init_params
+from picogpt.train import held_out_loss, init_params
 
 # A fortune file's format, as fortunes-zh writes it (not its text): colour codes, titles,
 # attributions, "%" lines, indentation, an English entry, a table, modern Chinese
@@ -79,21 +79,6 @@ def test_held_out_verses_are_whole_poems_never_trained_on():
     assert sorted(train + held) == sorted(texts)
 
 
-def test_baselines_equal_counts_made_in_the_test():
-    rng = np.random.default_rng(0)
-    train, ids = rng.integers(0, 6, 300), rng.integers(0, 6, 50)
-    base = poems.baselines(train, ids, 7)  # id 6 never occurs: the unigram's plus one
-    unigram = [(np.sum(train == t) + 1) / (300 + 7) for t in ids[1:]]
-    assert base["unigram"] == pytest.approx(-np.mean(np.log(unigram)), rel=1e-9)
-    best = float("inf")
-    for alpha in (0.1, 0.3, 1, 3, 10, 30, 100):
-        p = [(sum(1 for i in range(299) if train[i] == a and train[i + 1] == b) + alpha * (
-            (np.sum(train == b) + 1) / 307)) / (np.sum(train[:-1] == a) + alpha)
-             for a, b in zip(ids[:-1], ids[1:])]
-        best = min(best, -np.mean(np.log(p)))
-    assert base["bigram"] == pytest.approx(best, rel=1e-9)
-
-
 def test_the_held_out_loss_scores_each_token_once_as_a_loop_of_windows_does():
     hparams = {"n_vocab": 11, "n_ctx": 8, "n_embd": 16, "n_head": 2, "n_layer": 1}
     params = init_params(hparams, np.random.default_rng(1))
@@ -104,8 +89,7 @@ def test_the_held_out_loss_scores_each_token_once_as_a_loop_of_windows_does():
         p = softmax(gpt2(window[:-1], **params, n_head=2).astype(np.float64))
         losses += [-np.log(p[i, t]) for i, t in enumerate(window[1:])]
     assert len(losses) == 29
-    assert poems.stream_loss(params, 2, ids, n_rows=2) == pytest.approx(np.mean(losses),
-                                                                        rel=1e-5)
+    assert held_out_loss(params, ids, 2) == pytest.approx(np.mean(losses), rel=1e-5)
 
 
 def verse_text(n_poems: int, seed: int = 0) -> str:

@@ -17,7 +17,7 @@ import platform
 import resource
 import time
 
-from picogpt.cli.tasks import train_poems
+from picogpt.cli.poems import train_poems
 
 
 def cpu_seconds() -> float:
@@ -51,7 +51,7 @@ def main() -> None:
     result = train_poems(name=name, models_dir=args.work, **settings)
     wall, cpu = time.perf_counter() - wall, cpu_seconds() - cpu
     curve = result["curve"]
-    best, base = curve["best"], curve["baselines"]
+    best, base, form = curve["best"], curve["baselines"], result["form"]
     print(json.dumps({"settings": curve["settings"], "cpu": platform.processor() or
                       platform.machine(), "cores": os.cpu_count(),
                       "load_before": load, "load_after": os.getloadavg(),
@@ -60,11 +60,11 @@ def main() -> None:
                       "unigram": base["unigram"], "bigram": base["bigram"],
                       "beats_bigram_by": round(base["bigram"] - best["held_out"], 3),
                       "beats_unigram_by": round(base["unigram"] - best["held_out"], 3),
-                      "line_share": best["line_share"],
+                      "line_share": form["line_share"],
                       "train_loss_last": curve["loss"][-1],
                       "measured": [{k: m[k] for k in ("step", "held_out", "sample")}
                                    for m in curve["measured"]],
-                      "samples": best["samples"]}, ensure_ascii=False, indent=1))
+                      "samples": form["samples"]}, ensure_ascii=False, indent=1))
     if args.step_time:
         print(f"about {cpu / 12:.2f} CPU s a step, measurements included")
 
