@@ -72,7 +72,12 @@ def train_poems(task: str = "poems", name: str = "shi", models_dir: str = "model
     whole_number("n_ctx", n_ctx, 8, hint="a half-line and what follows it must fit")
     sizes = {"n_layer": n_layer, "n_head": n_head, "n_embd": n_embd, "n_ctx": n_ctx,
              "n_batch": n_batch, "steps": steps, "curve_every": curve_every}
-    check_settings(sizes, lr, seed, verse_share, 8000)  # the repeats check: a share, 0 to 1
+    check_settings(sizes, lr, seed, 0.0, 8000)  # memory: about as many rows as characters
+    if not (isinstance(verse_share, int | float) and not isinstance(verse_share, bool)
+            and 0 <= verse_share <= 1):
+        raise PicoGPTError(_("verse_share={value!r} is not a share from 0 to 1; 0.5 draws half "
+                             "of each batch's windows from regular verse.").format(
+                                 value=verse_share))
     warmup = max(1, steps // 10) if warmup is None else whole_number(
         "warmup", warmup, 0, steps, hint="steps of the rise to --lr, within --steps")
     whole_number("n_held_out", n_held_out, 1)
