@@ -4,6 +4,7 @@ line, and data that would break out of the page's script. Every refusal is a 4xx
 one-line JSON error (or a valid JSON answer), the server goes on answering, and nothing reaches
 stderr."""
 
+import http.client
 import json
 import os
 import select
@@ -16,6 +17,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import LIMIT, wait_until
 from test_explore import PROMPT, request
@@ -370,3 +372,72 @@ def test_a_hostile_model_name_renders_on_the_explain_page(tiny, browser, name):
                            timeout=LIMIT * 1000)
     assert name in page.locator("#title").text_content() and errors == []
     page.close()
+
+
+def stream_lines(server, body: dict, page: str = "") -> list[dict]:
+    """A generation's answer read as the chunked body it must be (http.client refuses a chunk
+    size that is not one, such as a second response written inside the body), every line of
+    it strict JSON."""
+    connection = http.client.HTTPConnection("127.0.0.1", server.server_port, timeout=LIMIT)
+    connection.request("POST", "/api/generate", json.dumps({**body, "page": page}),
+                       {"Host": server.host, "X-Picogpt-Token": server.secret,
+                        "Content-Type": "application/json"})
+    response = connection.getresponse()
+    assert response.status == 200 and response.getheader("Transfer-Encoding") == "chunked"
+    data = response.read()
+    connection.close()
+    return [strict(line) for line in data.decode("utf-8").splitlines()]
+
+
+def picks_failing(monkeypatch, n_good: int, failure) -> None:
+    """Sampling.pick as it is for n_good picks, then failure(pick's result) in its place."""
+    from picogpt.sampling import Sampling
+
+    real, picked = Sampling.pick, []
+
+    def pick(self, logits, rng):
+        picked.append(1)
+        token = real(self, logits, rng)
+        return token if len(picked) <= n_good else failure(token)
+
+    monkeypatch.setattr(Sampling, "pick", pick)
+
+
+def padded_server(tiny) -> ExploreServer:
+    """The tiny model with its wte padded to 50,304 rows (as nanoGPT pads it, for speed): ids
+    50,257 .. 50,303 are rows of the model that no token of the vocabulary stands for."""
+    encoder, hparams, params = load_encoder_hparams_and_params("124M", str(tiny.models_dir))
+    pad = np.zeros((50304 - hparams["n_vocab"], hparams["n_embd"]), np.float32)
+    params = {**params, "wte": np.concatenate([params["wte"], pad])}
+    server = ExploreServer(Session(encoder, {**hparams, "n_vocab": 50304}, params,
+                                   {"name": "124M", "kind": "trained"}), 0, PROMPT)
+    serving(server)
+    return server
+
+
+@pytest.mark.parametrize("how", ["bug", "outside"])
+def test_an_error_mid_stream_ends_the_stream_and_leaves_the_session_usable(tiny, monkeypatch,
+                                                                          capfd, how):
+    """Two tokens, then the sampler raises (a bug) or picks an id the vocabulary does not hold
+    (a padded wte): the body stays a chunked stream of JSON lines, the error is a line of its
+    own, the text keeps the two tokens, and state, text and the inside views answer after."""
+    server = padded_server(tiny)
+    try:
+        n_prompt = len(server.session.ids)
+        failure = {"bug": lambda token: 1 / 0, "outside": lambda token: 50300}[how]
+        picks_failing(monkeypatch, 2, failure)
+        lines = stream_lines(server, {"n_tokens": 5})
+        assert [list(line) for line in lines[:2]] == [["token"], ["token"]]
+        says = {"bug": "picogpt hit a bug (ZeroDivisionError", "outside": "token 50300"}[how]
+        assert says in lines[2]["error"], lines
+        assert len(lines) == 4 and lines[3]["n_tokens"] == n_prompt + 2
+        assert [token["id"] for token in lines[3]["tokens"]] == server.session.ids
+        err = capfd.readouterr().err
+        assert ("ZeroDivisionError" in err) == (how == "bug")  # a bug's traceback: the terminal
+        for path, body in (("/api/state", {}), ("/api/inside", {}), ("/api/back", {}),
+                           ("/api/text", {"prompt": "a"})):
+            status, value = request(server, path=path, body=json.dumps(body).encode())
+            assert status == 200, (path, value)
+    finally:
+        server.shutdown()
+        server.server_close()
