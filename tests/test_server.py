@@ -441,3 +441,68 @@ def test_an_error_mid_stream_ends_the_stream_and_leaves_the_session_usable(tiny,
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_client_that_leaves_mid_stream_still_makes_a_new_version(served, monkeypatch):
+    """Tab a's generation changes the text and its client leaves before the end: tab b, which
+    last saw the text before it, is refused (409) instead of changing a text it never saw."""
+    status, seen = request(served, path="/api/state", body=b'{"page": "b"}')
+    session, first, left = served.session, threading.Event(), threading.Event()
+    real_generate = session.generate
+
+    def generate(*args, **kwargs):
+        for i, token in enumerate(real_generate(*args, **kwargs)):
+            yield token
+            if i == 0:
+                first.set()
+                assert left.wait(LIMIT)
+
+    monkeypatch.setattr(session, "generate", generate)
+    with socket.create_connection(("127.0.0.1", served.server_port), timeout=LIMIT) as sock:
+        sock.sendall(post(served, "/api/generate", b'{"n_tokens": 100, "page": "a"}'))
+        assert first.wait(LIMIT)
+        sock.recv(1)  # the answer has started
+    left.set()
+    wait_until(lambda: not served.lock.locked())  # the stream, which holds it, has ended
+    ids = list(session.ids)
+    status, value = request(served, path="/api/append", body=json.dumps(
+        {"token": 0, "page": "b", "version": seen["version"]}).encode())
+    assert status == 409 and value["changed"], value
+    assert session.ids == ids  # the click of tab b did not land
+
+
+def test_a_prompt_that_a_newer_one_replaced_is_not_tokenized(served, monkeypatch):
+    """Three edits, the first held in its tokenization: the second, stale by the time the
+    first lets go, is answered as superseded without being tokenized; the third is."""
+    tokenizing, release, tokenized = threading.Event(), threading.Event(), []
+    real = served.session.encoder.prompt_ids
+
+    def held(text):
+        tokenized.append(text)
+        if len(tokenized) == 1:
+            tokenizing.set()
+            assert release.wait(LIMIT)
+        return real(text)
+
+    monkeypatch.setattr(served.session.encoder, "prompt_ids", held)
+    answers = {}
+
+    def edit(n: int) -> threading.Thread:
+        body = json.dumps({"prompt": f"edit {n}", "seq": n, "page": "a"}).encode()
+        thread = threading.Thread(target=lambda: answers.update(
+            {n: request(served, path="/api/text", body=body)}))
+        thread.start()
+        return thread
+
+    threads = [edit(1)]
+    assert tokenizing.wait(LIMIT)
+    threads += [edit(2)]
+    wait_until(lambda: served.latest.get(("a", "text")) == 2)
+    threads += [edit(3)]
+    wait_until(lambda: served.latest.get(("a", "text")) == 3)
+    release.set()
+    for thread in threads:
+        thread.join(LIMIT)
+    assert tokenized == ["edit 1", "edit 3"]
+    assert [answers[n][0] for n in (1, 2, 3)] == [204, 204, 200]
+    assert answers[3][1]["text"] == "edit 3"
