@@ -35,7 +35,7 @@ from ..errors import PicoGPTError, whole_number
 from . import gate
 from .calls import Calls, bug
 from .gate import settings
-from .page import fill
+from .page import fill, titled
 from .session import Session
 
 API = ("state", "text", "next", "append", "draw", "back", "generate", "stop", "inside")
@@ -64,7 +64,8 @@ class ExploreServer(http.server.ThreadingHTTPServer):
         self.counting = threading.Lock()  # guards latest
         self.latest: dict[tuple[str, str], int] = {}  # newest request number by page and kind
         self.writers: list[str] = []  # the page that made each version of the text after the first
-        self.page = fill("explore.html", {**session.model, "prompt": prompt}).encode("utf-8")
+        model = titled(session.model, session.params, session.encoder)
+        self.page = fill("explore.html", {**model, "prompt": prompt}).encode("utf-8")
 
     def handle_error(self, request, client_address) -> None:
         """A client that left (a closed tab) or went silent is no bug: nothing is printed."""
