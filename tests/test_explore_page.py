@@ -21,6 +21,7 @@ from picogpt import generate
 from picogpt.files.load import read_encoder
 from picogpt.model import softmax
 from picogpt.web.server import ExploreServer
+from picogpt.web.session import Session
 
 served = test_explore.served  # the tiny model's explore server
 LIMIT = 120  # seconds a wait may take: only a hang reaches it, never a slow machine
@@ -504,3 +505,77 @@ def test_refused_typing_stays_in_the_box_and_a_step_says_it_replaced_it(served, 
     assert "128" not in said and ("did not take" in said or "没有接受" in said), said
     assert page.input_value("#prompt") == encoder.decode([*before, picked])
     assert page.errors == []
+
+
+LONG_PATH = ("/home/learner/.cache/huggingface/hub/models--uer--gpt2-chinese-cluecorpussmall/"
+             "snapshots/" + "0123456789abcdef" * 2 + "01234567")
+TEXT = "语言模型很有趣 hello"  # byte pieces whose labels hold a character and its bytes
+# JavaScript: whether an element's text runs onto a second line, and the label boxes of an axis
+LINES = """e => { const r = document.createRange(); r.selectNodeContents(e);
+                 return r.getClientRects().length; }"""
+LABELS = """axis => [...document.querySelectorAll('#' + axis + ' .label')].map(e => {
+    const r = document.createRange(); r.selectNodeContents(e);
+    return {text: r.getBoundingClientRect().toJSON(),
+            box: e.getBoundingClientRect().toJSON()}; })"""
+
+
+def intersect(a: dict, b: dict) -> bool:
+    """Whether two boxes share more than half a pixel each way (rounding is not overlap)."""
+    return (min(a["right"], b["right"]) - max(a["left"], b["left"]) > 0.5
+            and min(a["bottom"], b["bottom"]) - max(a["top"], b["top"]) > 0.5)
+
+
+def assert_fits(page, width: int) -> None:
+    """The title within its width, each head-score row label on one line, and each attention
+    label's text inside its own box and clear of its neighbour's."""
+    page.wait_for_function("document.querySelectorAll('#attn-x .label').length > 1 && "
+                           "document.querySelectorAll('#heads tr th').length > 1")
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    assert page.evaluate("(e => e.scrollWidth <= e.clientWidth)(document.getElementById('title'))")
+    rows = page.locator("#heads tr > th:first-child")  # "layer 11", "层 11" (and the corner)
+    assert rows.count() > 12 and all(rows.nth(i).evaluate(LINES) <= 1 for i in range(rows.count()))
+    for axis in ("attn-x", "attn-y"):
+        labels = page.evaluate(LABELS, axis)
+        for label in labels:
+            text, box = label["text"], label["box"]
+            assert (box["left"] - 0.5 <= text["left"] and text["right"] <= box["right"] + 0.5
+                    and box["top"] - 0.5 <= text["top"] and text["bottom"] <= box["bottom"] + 0.5)
+        assert not any(intersect(a["text"], b["text"]) for a, b in zip(labels, labels[1:]))
+
+
+@pytest.mark.parametrize("layout", ALL_SCREENS, ids=named(ALL_SCREENS))
+def test_titles_and_labels_fit_a_phone_and_random_weights_are_not_gpt2(vocab_dir, browser,
+                                                                       layout):
+    """Twelve layers of twelve heads with random weights, in a folder named 124M and as a --hf
+    folder with a long path, on both pages: the title never says GPT-2 124M, and nothing spills
+    out of its place."""
+    from picogpt.files.load import read_encoder
+    from picogpt.train import init_params
+    from picogpt.web.page import explain
+
+    locale, width = layout
+    encoder = read_encoder(vocab_dir)
+    hparams = {"n_vocab": 50257, "n_ctx": 128, "n_embd": 48, "n_head": 12, "n_layer": 12}
+    params = init_params(hparams, np.random.default_rng(0))
+    shape = {key: hparams[key] for key in ("n_layer", "n_head", "n_embd")}
+    random_words = "random weights" if locale == "en-US" else "随机权重"
+    for model in ({"name": "124M", "kind": "released", "where": "models/124M", **shape},
+                  {"name": LONG_PATH, "kind": "hf", "where": LONG_PATH, **shape}):
+        server = ExploreServer(Session(encoder, hparams, params, model), 0, TEXT)
+        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+        try:
+            page = open_page(browser, server.url, layout)
+            page.wait_for_selector("#inside-busy", state="hidden")
+            pages = [page, page.context.new_page()]
+            pages[1].set_content(explain(TEXT, encoder, hparams, params, n_tokens=2,
+                                         model=model).html)
+            for shown in pages:
+                title = shown.locator("#title").inner_text() + shown.title()
+                assert "GPT-2 124M" not in title and (
+                    model["kind"] == "hf" or random_words in title), title
+                assert_fits(shown, width)
+            assert page.errors == []
+            page.context.close()
+        finally:
+            server.shutdown()
+            server.server_close()
