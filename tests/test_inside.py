@@ -13,7 +13,7 @@ from test_load import picogpt
 from test_model import float64, load, prompt_ids
 
 from picogpt import generate, gpt2, softmax, trace
-from picogpt.files.load import read_encoder
+from picogpt.files.load import load_encoder_hparams_and_params, read_encoder
 from picogpt.generate import generate_steps
 from picogpt.inside import logit_lens, residual_names
 from picogpt.sampling import Sampling, sample_rngs
@@ -637,3 +637,18 @@ def test_the_pages_head_scores_are_the_libraries_and_a_click_shows_that_head(tin
     assert (page.locator("#layer").input_value(), page.locator("#head").input_value()) == (
         "1", "2")
     assert page.locator("#overview canvas.sel").get_attribute("data-head") == "2"
+
+
+def test_random_weights_are_titled_random_whatever_their_folder_is_called(tiny):
+    """The loaded model's own word (random=True) on any kind of folder, and a folder named for
+    an OpenAI size that holds another shape, are random weights; a trained model stays itself."""
+    from picogpt.web.page import titled
+
+    encoder, hparams, params = load_encoder_hparams_and_params("124M", str(tiny.models_dir))
+    shape = {key: hparams[key] for key in ("n_layer", "n_head", "n_embd")}
+    for model in ({"name": "124M", "kind": "released", **shape},
+                  {"name": "x", "kind": "hf", "random": True, **shape},
+                  {"name": "mine", "kind": "trained", "random": True, **shape}):
+        assert titled(model, params, encoder) == {**model, "kind": "random"}
+    mine = {"name": "mine", "kind": "trained", "random": False, **shape}
+    assert titled(mine, params, encoder) == mine

@@ -48,9 +48,12 @@ N_WPE = 128  # positions in the wpe similarity picture
 
 
 def titled(model: dict, params: dict, encoder: Encoder) -> dict:
-    """model as the pages name it: a folder of one of OpenAI's sizes ("released") is called
-    random weights ("random") unless it holds GPT-2's shape for that size and predicts plain
-    English better than a guess (its loss on PLAIN below GUESS nats a token)."""
+    """model as the pages name it: "random" (random weights, never GPT-2) when the loaded model
+    says so (its folder's random-weights.txt), or when a folder of one of OpenAI's sizes
+    ("released") does not hold that size's shape or predicts plain English no better than a
+    guess (its loss on PLAIN at GUESS nats a token or more)."""
+    if model.get("random"):
+        return {**model, "kind": "random"}
     if model.get("kind") != "released":
         return model
     shape = tuple(model.get(key) for key in ("n_layer", "n_embd", "n_head"))
