@@ -171,7 +171,7 @@ class Session:
 def text_pieces(encoder: Encoder, ids: list[int]) -> list[bytes]:
     """The bytes each token adds to the text before it, as the vocabulary decodes the whole:
     a BPE token's own bytes; a WordPiece token's with the space decode puts before it."""
-    return [added_bytes(encoder, ids[:i], token) for i, token in enumerate(ids)]
+    return [added_bytes(encoder, ids[max(i - 1, 0) : i], token) for i, token in enumerate(ids)]
 
 
 def box_text(pieces: list[bytes]) -> tuple[str, bytes, bytes]:
