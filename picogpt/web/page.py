@@ -31,21 +31,45 @@ from ..inside import (
     trace,
 )
 from ..sampling import Step
+from ..score import score
 from ..wordpiece import WordPiece
 from .show import characters, piece, shown
 
+# OpenAI's sizes as their hparams.json give them: (n_layer, n_embd, n_head)
+RELEASED = {"124M": (12, 768, 12), "355M": (24, 1024, 16), "774M": (36, 1280, 20),
+            "1558M": (48, 1600, 25)}
+PLAIN = "The cat sat on the mat. It was a warm day, and the children were playing in the park."
+GUESS = 7.0  # nats a token: GPT-2 124M scores plain English near 3 to 5; a model that has
+# learned nothing near ln(50257) = 10.8, what a uniform guess scores; random weights more
 # Attention is the bulk of the page: n_layer * n_head * n^2 float32s. Past this many bytes
 # (the 124M model's 144 heads at 72 positions) the page keeps the last positions only.
 ATTENTION_BYTES = 3_000_000
 N_WPE = 128  # positions in the wpe similarity picture
 
 
+def titled(model: dict, params: dict, encoder: Encoder) -> dict:
+    """model as the pages name it: "random" (random weights, never GPT-2) when the loaded model
+    says so (its folder's random-weights.txt), or when a folder of one of OpenAI's sizes
+    ("released") does not hold that size's shape or predicts plain English no better than a
+    guess (its loss on PLAIN at GUESS nats a token or more)."""
+    if model.get("random"):
+        return {**model, "kind": "random"}
+    if model.get("kind") != "released":
+        return model
+    shape = tuple(model.get(key) for key in ("n_layer", "n_embd", "n_head"))
+    if shape == RELEASED.get(model.get("name")):
+        logprobs = score(encoder.encode(PLAIN), params, shape[2], start_id=encoder.start)
+        if -float(np.mean(logprobs)) < GUESS:
+            return model
+    return {**model, "kind": "random"}
+
+
 def page_data(ids: list[int], n_prompt: int, steps: list[Step], params: dict, n_head: int,
               encoder: Encoder, settings: dict, model: dict) -> dict:
     """Everything the page shows, computed by trace, logit_lens, the head scores and the
     generation API. model names the model: {"name", "kind" ("released", "trained" or "hf"),
-    "n_layer", "n_head", "n_embd"}."""
-    return {"settings": settings, "model": model, "n_prompt": n_prompt,
+    "n_layer", "n_head", "n_embd"}; the page calls it random weights as titled() says."""
+    return {"settings": settings, "model": titled(model, params, encoder), "n_prompt": n_prompt,
             "steps": [{"token": piece(encoder, step.token), "entropy": step.entropy,
                        "candidates": candidates(step, encoder)} for step in steps],
             **views(ids, params, n_head, encoder)}
