@@ -312,9 +312,9 @@ def slow_lens(monkeypatch, started: threading.Event, release: threading.Event):
     rows take microseconds; 124M's ~70 ms each, a second in all for 100 tokens): the views are
     then still computing for as long as a test needs. started is set when the first row
     begins. A row waits at most a minute, so a server that never answers cannot hang the test."""
-    import picogpt.web.page
+    import picogpt.web.views
 
-    rows = picogpt.web.page.lens_rows
+    rows = picogpt.web.views.lens_rows
 
     def slow(*args, **kwargs):
         started.set()
@@ -322,7 +322,7 @@ def slow_lens(monkeypatch, started: threading.Event, release: threading.Event):
             release.wait(60)
             yield row
 
-    monkeypatch.setattr(picogpt.web.page, "lens_rows", slow)
+    monkeypatch.setattr(picogpt.web.views, "lens_rows", slow)
 
 
 def test_a_slider_during_the_inside_views_is_answered_first_and_an_edit_stops_them(

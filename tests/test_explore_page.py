@@ -340,12 +340,12 @@ def test_the_lens_covers_the_positions_the_attention_keeps(served, browser, monk
     """On each edit the logit lens runs at the positions the attention keeps, not the whole
     text (each position is n_layer + 1 products with the unembedding): its cells are
     logit_lens's at those positions."""
-    import picogpt.web.page
+    import picogpt.web.views
     from picogpt.inside import logit_lens, residual_names, trace
     from picogpt.web.show import visible
 
     hparams, params = load(tiny.models_dir)
-    monkeypatch.setattr(picogpt.web.page, "ATTENTION_BYTES", 2 * 4 * 4 * 10 ** 2)  # keeps 10
+    monkeypatch.setattr(picogpt.web.views, "ATTENTION_BYTES", 2 * 4 * 4 * 10 ** 2)  # keeps 10
     text = "The cat sat on the mat, and the dog sat on the log by the door."
     ids = encoder.encode(text)
     page = open_page(browser, served.url, ("en-US", 1920))

@@ -336,7 +336,7 @@ def test_a_long_page_keeps_the_last_positions_attention_at_the_right_offset(tiny
     """Past ATTENTION_BYTES the page keeps the attention of the last positions only; each cell
     must still name and show its own query and key. The logit lens and the wpe picture are the
     engine's numbers too."""
-    from picogpt.web.page import ATTENTION_BYTES, N_WPE
+    from picogpt.web.views import ATTENTION_BYTES, N_WPE
 
     encoder = read_encoder(vocab_dir)
     hparams, params = load(tiny_end.models_dir)

@@ -19,8 +19,8 @@ from ..errors import PicoGPTError, whole_number
 from ..generate import check_context, check_settings
 from ..kvcache import KVCache, decode_step, prefill
 from ..sampling import Sampling, describe, sample_rngs
-from .page import views
 from .show import characters, piece
+from .views import views
 
 N_SHOWN = 10  # candidates the page lists
 
@@ -163,7 +163,7 @@ class Session:
     def inside(self, pause: Callable[[], None] = lambda: None) -> dict:
         """The text's attention, head scores, logit lens and wpe similarity, as on --explain
         (the lens at the positions the attention keeps); pause is called between the logit
-        lens's rows (see page.views)."""
+        lens's rows (see views.views)."""
         return views(list(self.ids), self.params, self.n_head, self.encoder, pause,
                      lens_kept=True)
 
