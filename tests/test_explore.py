@@ -168,7 +168,7 @@ def test_a_chinese_browser_gets_chinese_headings(served, browser):
     page = open_page(browser, served, locale="zh-CN")
     headings = page.locator("h2").all_inner_texts()
     assert headings[:2] == ["提示词", "下一个词元"] and "注意力" in headings
-    assert page.title().startswith("picogpt: 探索 GPT-2 124M")
+    assert page.title() == "picogpt: 探索 随机权重的 2 层模型（不是 GPT-2）"  # the tiny checkpoint
 
 
 def one_step_positions(served, monkeypatch) -> list[int]:
@@ -312,9 +312,9 @@ def slow_lens(monkeypatch, started: threading.Event, release: threading.Event):
     rows take microseconds; 124M's ~70 ms each, a second in all for 100 tokens): the views are
     then still computing for as long as a test needs. started is set when the first row
     begins. A row waits at most a minute, so a server that never answers cannot hang the test."""
-    import picogpt.web.page
+    import picogpt.web.views
 
-    rows = picogpt.web.page.lens_rows
+    rows = picogpt.web.views.lens_rows
 
     def slow(*args, **kwargs):
         started.set()
@@ -322,7 +322,7 @@ def slow_lens(monkeypatch, started: threading.Event, release: threading.Event):
             release.wait(60)
             yield row
 
-    monkeypatch.setattr(picogpt.web.page, "lens_rows", slow)
+    monkeypatch.setattr(picogpt.web.views, "lens_rows", slow)
 
 
 def test_a_slider_during_the_inside_views_is_answered_first_and_an_edit_stops_them(
@@ -364,3 +364,103 @@ def test_a_slider_during_the_inside_views_is_answered_first_and_an_edit_stops_th
         else:
             assert answers["edit"][0] == 200 and answers["edit"][1]["text"] == "Alan"
             assert answers["inside"] == (204, "")  # stale after the edit: superseded
+
+
+def wordpiece_session(folder, files: dict, n_ctx: int = 64) -> Session:
+    """A session on a random-weight model whose vocabulary is a WordPiece folder's files, read
+    as a model folder's are."""
+    from picogpt.files.vocab import read_wordpiece
+    from picogpt.train import init_params
+
+    folder.mkdir(exist_ok=True)
+    for name, content in files.items():
+        (folder / name).write_text(content if isinstance(content, str) else json.dumps(content),
+                                   encoding="utf-8")
+    encoder = read_wordpiece(folder, "write the folder again")
+    hparams = {"n_vocab": encoder.n_vocab, "n_ctx": n_ctx, "n_embd": 32, "n_head": 2,
+               "n_layer": 2}
+    params = init_params(hparams, np.random.default_rng(0))
+    model = {"name": folder.name, "kind": "trained", "where": str(folder),
+             **{key: hparams[key] for key in ("n_layer", "n_head", "n_embd")}}
+    return Session(encoder, hparams, params, model)
+
+
+def induction_session(tmp_path) -> Session:
+    """The induction task's vocabulary (t0 .. t62, then [CLS]), as its folder holds it."""
+    from picogpt.induction import vocab_files
+
+    return wordpiece_session(tmp_path / "ind", vocab_files(64))
+
+
+def uer_session(tmp_path) -> Session:
+    """A uer model's vocabulary (bert-base-chinese's layout), as its folder holds it."""
+    from scripts.fixtures import bert_vocab
+
+    vocab = "".join(f"{token}\n" for token in bert_vocab.chinese_vocab())
+    return wordpiece_session(tmp_path / "uer", {
+        "vocab.txt": vocab, "tokenizer_config.json": {"do_lower_case": False},
+        "special_tokens_map.json": {"cls_token": "[CLS]", "sep_token": "[SEP]",
+                                    "unk_token": "[UNK]"}})
+
+
+def test_a_wordpiece_models_text_round_trips_through_the_box(tmp_path):
+    """The box shows the text as typed (no [CLS], its spaces kept), typing after it appends to
+    it, a step adds the token as a reader writes it, and [CLS] is never added twice."""
+    session = induction_session(tmp_path)
+    cls = session.encoder.start
+    state = session.set_text("t5 t17 t3")
+    assert session.ids == [cls, 5, 17, 3] and state["text"] == "t5 t17 t3"
+    state = session.set_typed(session.prompt_ids(state["text"] + " t4"))  # a key press
+    assert session.ids == [cls, 5, 17, 3, 4] and state["text"] == "t5 t17 t3 t4"
+    state = session.append(9)
+    assert state["text"] == " ".join(f"t{i}" for i in (5, 17, 3, 4, 9))
+    state = session.set_typed(session.prompt_ids(state["text"] + " t1"))
+    assert session.ids == [cls, 5, 17, 3, 4, 9, 1] and state["text"].endswith("t9 t1")
+    assert session.set_typed(session.prompt_ids(""))["text"] == "" and session.ids == [cls]
+
+    session = uer_session(tmp_path)
+    cls, vocab = session.encoder.start, session.encoder.ids
+    for text in ("hello world", "床前明月光，hello", "good day, london"):
+        state = session.set_text(text)
+        assert state["text"] == text and session.ids.count(cls) == 1
+        state = session.set_typed(session.prompt_ids(state["text"]))  # typing: the same text
+        assert state["text"] == text and session.ids.count(cls) == 1
+    state = session.append(vocab["paris"])
+    assert state["text"] == "good day, london paris"
+    state = session.append(vocab["##ing"])
+    assert state["text"] == "good day, london parising"
+    state = session.append(vocab["。"])
+    assert state["text"] == "good day, london parising。"
+
+
+def test_text_after_a_stray_byte_stays_in_the_box(served):
+    """After 0xE1, a lead byte that the token after it does not continue, the text after it is
+    text: in the box, and kept when typing sets the text from the box (only the byte, which no
+    text can hold, goes). The reference is Python's own UTF-8 decoder."""
+    session, encoder = served.session, served.session.encoder
+    e1 = next(i for i in range(encoder.n_vocab) if encoder.decode_bytes([i]) == b"\xe1")
+    session.set_text("Hello")
+    state = session.append(e1)
+    assert state["text"] == "Hello" and state["pending"] == "e1"  # it may begin a character
+    for token in encoder.encode(" world"):
+        state = session.append(token)
+    data = encoder.decode_bytes(session.ids)
+    assert data == b"Hello\xe1 world"
+    assert state["text"] == data.decode("utf-8", errors="ignore") == "Hello world"
+    assert state["stray"] == "e1" and state["pending"] == ""
+    state = session.set_typed(session.prompt_ids(state["text"] + "!"))
+    assert session.ids == encoder.encode("Hello world!") and state["text"] == "Hello world!"
+    state = session.set_text("语")  # a character that ends the text whole: nothing held back
+    session.append(encoder.encode("言")[0])
+    assert session.state()["pending"] == encoder.decode_bytes([session.ids[-1]]).hex(" ")
+
+
+def test_gpt2s_start_token_is_not_in_the_box_and_typing_keeps_it(served):
+    """An empty prompt is <|endoftext|> alone, as GPT-2 saw a document begin: the box is empty
+    (not the token's name as text), and what is typed into it comes after the token."""
+    session, encoder = served.session, served.session.encoder
+    state = session.set_text("")
+    assert session.ids == [encoder.start] and state["text"] == ""
+    state = session.set_typed(session.prompt_ids("Hello"))
+    assert session.ids == [encoder.start, *encoder.encode("Hello")] and state["text"] == "Hello"
+    assert session.set_typed(session.prompt_ids(""))["text"] == "" and session.ids == [50256]

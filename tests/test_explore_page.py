@@ -20,6 +20,8 @@ from test_model import load
 from picogpt import generate
 from picogpt.files.load import read_encoder
 from picogpt.model import softmax
+from picogpt.web.server import ExploreServer
+from picogpt.web.session import Session
 
 served = test_explore.served  # the tiny model's explore server
 LIMIT = 120  # seconds a wait may take: only a hang reaches it, never a slow machine
@@ -338,12 +340,12 @@ def test_the_lens_covers_the_positions_the_attention_keeps(served, browser, monk
     """On each edit the logit lens runs at the positions the attention keeps, not the whole
     text (each position is n_layer + 1 products with the unembedding): its cells are
     logit_lens's at those positions."""
-    import picogpt.web.page
+    import picogpt.web.views
     from picogpt.inside import logit_lens, residual_names, trace
     from picogpt.web.show import visible
 
     hparams, params = load(tiny.models_dir)
-    monkeypatch.setattr(picogpt.web.page, "ATTENTION_BYTES", 2 * 4 * 4 * 10 ** 2)  # keeps 10
+    monkeypatch.setattr(picogpt.web.views, "ATTENTION_BYTES", 2 * 4 * 4 * 10 ** 2)  # keeps 10
     text = "The cat sat on the mat, and the dog sat on the log by the door."
     ids = encoder.encode(text)
     page = open_page(browser, served.url, ("en-US", 1920))
@@ -384,3 +386,196 @@ def test_typing_after_picked_tokens_says_when_it_splits_them_again(served, brows
     wait_strip(page, encoder.encode("Hello world!?"))
     assert not page.locator("#status").inner_text().strip()  # typing that keeps them: quiet
     assert page.errors == []
+
+
+def status(page) -> str:
+    return page.locator("#status").inner_text().strip()
+
+
+LOST = {"en-US": "not answering", "zh-CN": "没有响应"}  # the page's words for a lost server
+
+
+def test_an_error_mid_generation_is_said_and_the_page_goes_on(served, browser, screen,
+                                                              monkeypatch, encoder):
+    """The sampler fails at the third token: the page says so (not that the server stopped),
+    shows the two tokens made, and typing goes on."""
+    from test_server import picks_failing
+
+    page = open_page(browser, served.url, screen)
+    picks_failing(monkeypatch, 2, lambda token: 1 / 0)
+    n_prompt = len(encoder.encode(PROMPT))
+    page.fill("#n_generate", "5")
+    page.click("#generate")
+    page.wait_for_function("!document.getElementById('generate').disabled")
+    wait_answered(page)
+    said = status(page)
+    assert "ZeroDivisionError" in said and LOST[screen[0]] not in said, said
+    assert strip_ids(page) == served.session.ids and len(served.session.ids) == n_prompt + 2
+    assert page.input_value("#prompt") == encoder.decode(served.session.ids)
+    page.fill("#prompt", "The cat")
+    wait_strip(page, encoder.encode("The cat"))
+    assert page.errors == []
+
+
+@pytest.fixture
+def wordpiece_served(tmp_path, request):
+    """An explore server on a WordPiece model (random weights): the induction task's
+    vocabulary or a uer model's, with a prompt typed as a person would."""
+    from test_explore import induction_session, uer_session
+
+    session, prompt = {"induction": (induction_session, "t5 t17 t3"),
+                       "uer": (uer_session, "hello world")}[request.param]
+    server = ExploreServer(session(tmp_path), 0, prompt)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    yield server, prompt
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("wordpiece_served", ["induction", "uer"], indirect=True)
+def test_a_wordpiece_models_text_round_trips_through_the_box(wordpiece_served, browser):
+    """The box shows the prompt as typed (no [CLS], its spaces); typing after it appends as
+    typed, with one [CLS]; a picked token joins it as the model's own decoding writes it."""
+    server, prompt = wordpiece_served
+    encoder, cls = server.session.encoder, server.session.encoder.start
+    page = open_page(browser, server.url, ("zh-CN", 390))
+    assert page.input_value("#prompt") == prompt
+    word = {"t5 t17 t3": " t4", "hello world": " day"}[prompt]
+    page.locator("#prompt").press("End")
+    page.keyboard.type(word)
+    wait_strip(page, [cls, *encoder.encode(prompt + word)])
+    assert page.input_value("#prompt") == prompt + word and not status(page)
+    picked = int(page.locator("#cands button.name").first.get_attribute("data-id"))
+    page.locator("#cands button.name").first.click()
+    ids = [cls, *encoder.encode(prompt + word), picked]
+    wait_strip(page, ids)
+    assert page.input_value("#prompt") == encoder.decode(ids[1:])  # as the model writes it
+    page.locator("#prompt").press("End")
+    page.keyboard.type(word)
+    wait_strip(page, [*ids, *encoder.encode(word)])
+    assert server.session.ids.count(cls) == 1 and page.errors == []
+
+
+def test_typing_after_a_stray_byte_keeps_the_text_after_it(served, browser, screen, encoder):
+    """0xE1 begins a character that " world" does not continue: " world" is in the box, the
+    byte is said to be outside it, and a key typed after it keeps " world" (the byte, which
+    no text can hold, goes, and the page says so)."""
+    page = open_page(browser, served.url, screen)
+    e1 = next(i for i in range(encoder.n_vocab) if encoder.decode_bytes([i]) == b"\xe1")
+    page.fill("#prompt", "Hello")
+    wait_strip(page, encoder.encode("Hello"))
+    ids = encoder.encode("Hello")
+    for token in [e1, *encoder.encode(" world")]:
+        ids = [*ids, token]
+        page.evaluate(f"append({token})")  # as a click on that candidate does
+        wait_strip(page, ids)
+    assert page.input_value("#prompt") == "Hello world"
+    assert "e1" in page.locator("#pending").inner_text()
+    page.locator("#prompt").press("End")
+    page.keyboard.type("!")
+    wait_strip(page, encoder.encode("Hello world!"))
+    assert page.input_value("#prompt") == "Hello world!" and "e1" in status(page)
+    assert page.errors == []
+
+
+def test_a_refusal_of_a_step_is_cleared_by_a_later_action(served, browser, screen, encoder):
+    page = open_page(browser, served.url, screen)
+    page.fill("#prompt", "Hello")
+    wait_strip(page, encoder.encode("Hello"))
+    page.click("#back")  # one token: no step to take back
+    page.wait_for_function("document.getElementById('status').textContent.length > 0")
+    set_knob(page, "temperature", 0.5)  # another kind of action
+    wait_answered(page)
+    assert not status(page)
+    assert page.errors == []
+
+
+def test_refused_typing_stays_in_the_box_and_a_step_says_it_replaced_it(served, browser,
+                                                                        screen, encoder):
+    page = open_page(browser, served.url, screen)
+    typed = "hello " * 200  # past the tiny model's 128 positions
+    page.fill("#prompt", typed)
+    page.wait_for_function("document.getElementById('status').textContent.includes('128')")
+    assert page.input_value("#prompt") == typed  # kept, and the page says why
+    before = list(served.session.ids)
+    picked = int(page.locator("#cands button.name").first.get_attribute("data-id"))
+    page.locator("#cands button.name").first.click()  # a step on the model's text
+    wait_strip(page, [*before, picked])
+    said = status(page)
+    assert "128" not in said and ("did not take" in said or "没有接受" in said), said
+    assert page.input_value("#prompt") == encoder.decode([*before, picked])
+    assert page.errors == []
+
+
+LONG_PATH = ("/home/learner/.cache/huggingface/hub/models--uer--gpt2-chinese-cluecorpussmall/"
+             "snapshots/" + "0123456789abcdef" * 2 + "01234567")
+TEXT = "语言模型很有趣 hello"  # byte pieces whose labels hold a character and its bytes
+# JavaScript: whether an element's text runs onto a second line, and the label boxes of an axis
+LINES = """e => { const r = document.createRange(); r.selectNodeContents(e);
+                 return r.getClientRects().length; }"""
+LABELS = """axis => [...document.querySelectorAll('#' + axis + ' .label')].map(e => {
+    const r = document.createRange(); r.selectNodeContents(e);
+    return {text: r.getBoundingClientRect().toJSON(),
+            box: e.getBoundingClientRect().toJSON()}; })"""
+
+
+def intersect(a: dict, b: dict) -> bool:
+    """Whether two boxes share more than half a pixel each way (rounding is not overlap)."""
+    return (min(a["right"], b["right"]) - max(a["left"], b["left"]) > 0.5
+            and min(a["bottom"], b["bottom"]) - max(a["top"], b["top"]) > 0.5)
+
+
+def assert_fits(page, width: int) -> None:
+    """The title within its width, each head-score row label on one line, and each attention
+    label's text inside its own box and clear of its neighbour's."""
+    page.wait_for_function("document.querySelectorAll('#attn-x .label').length > 1 && "
+                           "document.querySelectorAll('#heads tr th').length > 1")
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    assert page.evaluate("(e => e.scrollWidth <= e.clientWidth)(document.getElementById('title'))")
+    rows = page.locator("#heads tr > th:first-child")  # "layer 11", "层 11" (and the corner)
+    assert rows.count() > 12 and all(rows.nth(i).evaluate(LINES) <= 1 for i in range(rows.count()))
+    for axis in ("attn-x", "attn-y"):
+        labels = page.evaluate(LABELS, axis)
+        for label in labels:
+            text, box = label["text"], label["box"]
+            assert (box["left"] - 0.5 <= text["left"] and text["right"] <= box["right"] + 0.5
+                    and box["top"] - 0.5 <= text["top"] and text["bottom"] <= box["bottom"] + 0.5)
+        assert not any(intersect(a["text"], b["text"]) for a, b in zip(labels, labels[1:]))
+
+
+@pytest.mark.parametrize("layout", ALL_SCREENS, ids=named(ALL_SCREENS))
+def test_titles_and_labels_fit_a_phone_and_random_weights_are_not_gpt2(vocab_dir, browser,
+                                                                       layout):
+    """Twelve layers of twelve heads with random weights, in a folder named 124M and as a --hf
+    folder with a long path, on both pages: the title never says GPT-2 124M, and nothing spills
+    out of its place."""
+    from picogpt.files.load import read_encoder
+    from picogpt.train import init_params
+    from picogpt.web.page import explain
+
+    locale, width = layout
+    encoder = read_encoder(vocab_dir)
+    hparams = {"n_vocab": 50257, "n_ctx": 128, "n_embd": 48, "n_head": 12, "n_layer": 12}
+    params = init_params(hparams, np.random.default_rng(0))
+    shape = {key: hparams[key] for key in ("n_layer", "n_head", "n_embd")}
+    random_words = "random weights" if locale == "en-US" else "随机权重"
+    for model in ({"name": "124M", "kind": "released", "where": "models/124M", **shape},
+                  {"name": LONG_PATH, "kind": "hf", "where": LONG_PATH, **shape}):
+        server = ExploreServer(Session(encoder, hparams, params, model), 0, TEXT)
+        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+        try:
+            page = open_page(browser, server.url, layout)
+            page.wait_for_selector("#inside-busy", state="hidden")
+            pages = [page, page.context.new_page()]
+            pages[1].set_content(explain(TEXT, encoder, hparams, params, n_tokens=2,
+                                         model=model).html)
+            for shown in pages:
+                title = shown.locator("#title").inner_text() + shown.title()
+                assert "GPT-2 124M" not in title and (
+                    model["kind"] == "hf" or random_words in title), title
+                assert_fits(shown, width)
+            assert page.errors == []
+            page.context.close()
+        finally:
+            server.shutdown()
+            server.server_close()

@@ -13,7 +13,7 @@ from test_load import picogpt
 from test_model import float64, load, prompt_ids
 
 from picogpt import generate, gpt2, softmax, trace
-from picogpt.files.load import read_encoder
+from picogpt.files.load import load_encoder_hparams_and_params, read_encoder
 from picogpt.generate import generate_steps
 from picogpt.inside import last_break_score, logit_lens, previous_line_score, residual_names
 from picogpt.sampling import Sampling, sample_rngs
@@ -296,6 +296,8 @@ def test_a_64_token_page_of_the_124m_shape_stays_under_5_mb(gpt2_124m, tmp_path)
                    str(path), "--models_dir", str(gpt2_124m.models_dir))
     assert done.returncode == 0, done.stderr
     assert 1_000_000 < path.stat().st_size < 5_000_000
+    html = path.read_text(encoding="utf-8")  # GPT-2's shape, random weights: not "GPT-2 124M"
+    assert '"kind": "random"' in html and '"kind": "released"' not in html
 
 
 def test_candidates_flag_prints_transformers_probabilities_and_entropy(tiny, vocab_dir):
@@ -334,7 +336,7 @@ def test_a_long_page_keeps_the_last_positions_attention_at_the_right_offset(tiny
     """Past ATTENTION_BYTES the page keeps the attention of the last positions only; each cell
     must still name and show its own query and key. The logit lens and the wpe picture are the
     engine's numbers too."""
-    from picogpt.web.page import ATTENTION_BYTES, N_WPE
+    from picogpt.web.views import ATTENTION_BYTES, N_WPE
 
     encoder = read_encoder(vocab_dir)
     hparams, params = load(tiny_end.models_dir)
@@ -584,7 +586,8 @@ def test_the_page_names_the_model_it_shows_in_its_title_and_header_in_both_langu
     random_hf_model(1, 32, 2, 0).save_pretrained(folder)
     add_tokenizer(folder, vocab_dir)
     runs = {  # flags: what the title names, in English and in Chinese
-        ("--models_dir", str(tiny.models_dir)): ("GPT-2 124M", "GPT-2 124M"),
+        ("--models_dir", str(tiny.models_dir)): (  # random weights in a folder named 124M
+            "a 2-layer model with random weights (not GPT-2)", "随机权重的 2 层模型（不是 GPT-2）"),
         ("--model_size", "mine", "--models_dir", str(tmp_path / "models")): (
             '"mine", a 1-layer model trained by picogpt (not GPT-2)',
             "“mine”，picogpt 训练的 1 层模型（不是 GPT-2）"),
@@ -601,6 +604,7 @@ def test_the_page_names_the_model_it_shows_in_its_title_and_header_in_both_langu
             page.goto(page_file.as_uri())
             heading = page.locator("h1").inner_text()
             assert name in heading and name in page.title(), (locale, heading)
+            assert "GPT-2 124M" not in heading + page.title()
             assert name in page.locator("#settings").inner_text()
             context.close()
 
@@ -680,3 +684,16 @@ def test_a_head_that_reads_the_line_above_scores_one():
     values = {"blocks.0.attn.pattern": weights[0]}
     assert previous_line_score(values, ids, (5, 6))[0, 0] == 1.0
     assert last_break_score(values, ids, (5, 6))[0, 0] < 0.5
+def test_random_weights_are_titled_random_whatever_their_folder_is_called(tiny):
+    """The loaded model's own word (random=True) on any kind of folder, and a folder named for
+    an OpenAI size that holds another shape, are random weights; a trained model stays itself."""
+    from picogpt.web.page import titled
+
+    encoder, hparams, params = load_encoder_hparams_and_params("124M", str(tiny.models_dir))
+    shape = {key: hparams[key] for key in ("n_layer", "n_head", "n_embd")}
+    for model in ({"name": "124M", "kind": "released", **shape},
+                  {"name": "x", "kind": "hf", "random": True, **shape},
+                  {"name": "mine", "kind": "trained", "random": True, **shape}):
+        assert titled(model, params, encoder) == {**model, "kind": "random"}
+    mine = {"name": "mine", "kind": "trained", "random": False, **shape}
+    assert titled(mine, params, encoder) == mine

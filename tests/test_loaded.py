@@ -150,3 +150,9 @@ def test_top_k_at_the_models_vocabulary_samples(small_vocab):
                    "small", "--models_dir", str(small_vocab))
     assert done.returncode == 0, done.stderr
     assert re.fullmatch(r"( t\d+){1,4}\n", done.stdout), done.stdout  # a space after "t17"
+
+
+def test_a_fixtures_random_weights_say_so_when_loaded(tiny):
+    """scripts.fixtures.checkpoint marks its folder, so no page or message calls it GPT-2."""
+    loaded = load_model("124M", str(tiny.models_dir))
+    assert loaded.random and loaded.kind == "released" and loaded.about()["random"] is True

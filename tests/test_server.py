@@ -4,6 +4,7 @@ line, and data that would break out of the page's script. Every refusal is a 4xx
 one-line JSON error (or a valid JSON answer), the server goes on answering, and nothing reaches
 stderr."""
 
+import http.client
 import json
 import os
 import select
@@ -16,6 +17,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import LIMIT, wait_until
 from test_explore import PROMPT, request
@@ -370,3 +372,137 @@ def test_a_hostile_model_name_renders_on_the_explain_page(tiny, browser, name):
                            timeout=LIMIT * 1000)
     assert name in page.locator("#title").text_content() and errors == []
     page.close()
+
+
+def stream_lines(server, body: dict, page: str = "") -> list[dict]:
+    """A generation's answer read as the chunked body it must be (http.client refuses a chunk
+    size that is not one, such as a second response written inside the body), every line of
+    it strict JSON."""
+    connection = http.client.HTTPConnection("127.0.0.1", server.server_port, timeout=LIMIT)
+    connection.request("POST", "/api/generate", json.dumps({**body, "page": page}),
+                       {"Host": server.host, "X-Picogpt-Token": server.secret,
+                        "Content-Type": "application/json"})
+    response = connection.getresponse()
+    assert response.status == 200 and response.getheader("Transfer-Encoding") == "chunked"
+    data = response.read()
+    connection.close()
+    return [strict(line) for line in data.decode("utf-8").splitlines()]
+
+
+def picks_failing(monkeypatch, n_good: int, failure) -> None:
+    """Sampling.pick as it is for n_good picks, then failure(pick's result) in its place."""
+    from picogpt.sampling import Sampling
+
+    real, picked = Sampling.pick, []
+
+    def pick(self, logits, rng):
+        picked.append(1)
+        token = real(self, logits, rng)
+        return token if len(picked) <= n_good else failure(token)
+
+    monkeypatch.setattr(Sampling, "pick", pick)
+
+
+def padded_server(tiny) -> ExploreServer:
+    """The tiny model with its wte padded to 50,304 rows (as nanoGPT pads it, for speed): ids
+    50,257 .. 50,303 are rows of the model that no token of the vocabulary stands for."""
+    encoder, hparams, params = load_encoder_hparams_and_params("124M", str(tiny.models_dir))
+    pad = np.zeros((50304 - hparams["n_vocab"], hparams["n_embd"]), np.float32)
+    params = {**params, "wte": np.concatenate([params["wte"], pad])}
+    server = ExploreServer(Session(encoder, {**hparams, "n_vocab": 50304}, params,
+                                   {"name": "124M", "kind": "trained"}), 0, PROMPT)
+    serving(server)
+    return server
+
+
+@pytest.mark.parametrize("how", ["bug", "outside"])
+def test_an_error_mid_stream_ends_the_stream_and_leaves_the_session_usable(tiny, monkeypatch,
+                                                                          capfd, how):
+    """Two tokens, then the sampler raises (a bug) or picks an id the vocabulary does not hold
+    (a padded wte): the body stays a chunked stream of JSON lines, the error is a line of its
+    own, the text keeps the two tokens, and state, text and the inside views answer after."""
+    server = padded_server(tiny)
+    try:
+        n_prompt = len(server.session.ids)
+        failure = {"bug": lambda token: 1 / 0, "outside": lambda token: 50300}[how]
+        picks_failing(monkeypatch, 2, failure)
+        lines = stream_lines(server, {"n_tokens": 5})
+        assert [list(line) for line in lines[:2]] == [["token"], ["token"]]
+        says = {"bug": "picogpt hit a bug (ZeroDivisionError", "outside": "token 50300"}[how]
+        assert says in lines[2]["error"], lines
+        assert len(lines) == 4 and lines[3]["n_tokens"] == n_prompt + 2
+        assert [token["id"] for token in lines[3]["tokens"]] == server.session.ids
+        err = capfd.readouterr().err
+        assert ("ZeroDivisionError" in err) == (how == "bug")  # a bug's traceback: the terminal
+        for path, body in (("/api/state", {}), ("/api/inside", {}), ("/api/back", {}),
+                           ("/api/text", {"prompt": "a"})):
+            status, value = request(server, path=path, body=json.dumps(body).encode())
+            assert status == 200, (path, value)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_client_that_leaves_mid_stream_still_makes_a_new_version(served, monkeypatch):
+    """Tab a's generation changes the text and its client leaves before the end: tab b, which
+    last saw the text before it, is refused (409) instead of changing a text it never saw."""
+    status, seen = request(served, path="/api/state", body=b'{"page": "b"}')
+    session, first, left = served.session, threading.Event(), threading.Event()
+    real_generate = session.generate
+
+    def generate(*args, **kwargs):
+        for i, token in enumerate(real_generate(*args, **kwargs)):
+            yield token
+            if i == 0:
+                first.set()
+                assert left.wait(LIMIT)
+
+    monkeypatch.setattr(session, "generate", generate)
+    with socket.create_connection(("127.0.0.1", served.server_port), timeout=LIMIT) as sock:
+        sock.sendall(post(served, "/api/generate", b'{"n_tokens": 100, "page": "a"}'))
+        assert first.wait(LIMIT)
+        sock.recv(1)  # the answer has started
+    left.set()
+    wait_until(lambda: not served.lock.locked())  # the stream, which holds it, has ended
+    ids = list(session.ids)
+    status, value = request(served, path="/api/append", body=json.dumps(
+        {"token": 0, "page": "b", "version": seen["version"]}).encode())
+    assert status == 409 and value["changed"], value
+    assert session.ids == ids  # the click of tab b did not land
+
+
+def test_a_prompt_that_a_newer_one_replaced_is_not_tokenized(served, monkeypatch):
+    """Three edits, the first held in its tokenization: the second, stale by the time the
+    first lets go, is answered as superseded without being tokenized; the third is."""
+    tokenizing, release, tokenized = threading.Event(), threading.Event(), []
+    real = served.session.encoder.prompt_ids
+
+    def held(text):
+        tokenized.append(text)
+        if len(tokenized) == 1:
+            tokenizing.set()
+            assert release.wait(LIMIT)
+        return real(text)
+
+    monkeypatch.setattr(served.session.encoder, "prompt_ids", held)
+    answers = {}
+
+    def edit(n: int) -> threading.Thread:
+        body = json.dumps({"prompt": f"edit {n}", "seq": n, "page": "a"}).encode()
+        thread = threading.Thread(target=lambda: answers.update(
+            {n: request(served, path="/api/text", body=body)}))
+        thread.start()
+        return thread
+
+    threads = [edit(1)]
+    assert tokenizing.wait(LIMIT)
+    threads += [edit(2)]
+    wait_until(lambda: served.latest.get(("a", "text")) == 2)
+    threads += [edit(3)]
+    wait_until(lambda: served.latest.get(("a", "text")) == 3)
+    release.set()
+    for thread in threads:
+        thread.join(LIMIT)
+    assert tokenized == ["edit 1", "edit 3"]
+    assert [answers[n][0] for n in (1, 2, 3)] == [204, 204, 200]
+    assert answers[3][1]["text"] == "edit 3"

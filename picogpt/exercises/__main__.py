@@ -1,9 +1,9 @@
 """The command line of the exercises: `python -m picogpt.exercises new FILE` and
 `python -m picogpt.exercises check FILE`.
 
-Owns reading the command line (the first word chooses the command; its flags go through the
-house's checked parser), printing the report, and the exit code: 0 when every function passes,
-1 for a failure or anything wrong with what was given (one line, no traceback), 130 on Ctrl-C.
+The first word chooses the command and its flags go through the house's checked parser. The
+exit code is 0 when every function passes, 1 for a failure or anything wrong with what was given
+(one line, no traceback), 130 on Ctrl-C.
 """
 
 import contextlib
@@ -70,6 +70,10 @@ def main(argv: list[str] | None = None) -> None:
     """Run the command line argv (sys.argv's words after the program's name)."""
     argv = sys.argv[1:] if argv is None else argv
     commands = {"new": new, "check": check}
+    if argv[:1] in (["--help"], ["-h"]):  # help is asked for, not a mistake
+        print(_("{program} new FILE: write the file to fill in; {program} check FILE: check it "
+                "(see {program} check --help).").format(program=PROGRAM))
+        return
     with ending():
         if not argv or argv[0] not in commands:
             raise PicoGPTError(_("{program} takes a command first: new FILE (write the file "

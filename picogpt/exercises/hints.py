@@ -46,8 +46,9 @@ HINTS = {
         "divided by d_head. Look at how q @ k.T is scaled; d_head is the length of q's last "
         "axis."),
     "mask": N_(
-        "a position sees later positions, or cannot see earlier ones. Look at which side of the "
-        "diagonal your mask puts -1e10: row i is query i, which may look at keys 0 to i only."),
+        "a position sees later positions, or cannot see earlier ones. Look at whether a causal "
+        "mask is added to the scores at all, and at which side of the diagonal it puts -1e10: "
+        "row i is query i, which may look at keys 0 to i only."),
     "heads": N_(
         "the heads mix positions. Look at how q, k and v are cut into n_head heads and put back "
         "together: each head takes a slice of the features (the last axis) at every position, "

@@ -13,6 +13,9 @@ computing:
 - the text has a version, and a page that sends the version it last saw is refused (409,
   "changed") when another page has changed the text since: a second tab never silently
   changes what the first one shows;
+- a text is tokenized outside that lock, one at a time, and a prompt that a newer one from the
+  same page has replaced is not tokenized at all (BPE's time grows with the square of a word's
+  length: six key presses on an 8,000-letter word would each tokenize it);
 - a bug in a call is said on the page and in the terminal, and the server keeps answering.
 """
 
@@ -47,7 +50,11 @@ class Calls:
         if kind == "text":  # tokenized before the lock: a long word's BPE holds up no one
             try:
                 prompt = gate.prompt(body.get("prompt", ""), session.n_ctx)
-                prompt_ids = session.prompt_ids(prompt)
+                with self.server.tokenizing:  # one at a time: a newer prompt waits, then
+                    if stale():  # the ones it replaced while it waited are skipped
+                        self.answer(204)
+                        return
+                    prompt_ids = session.prompt_ids(prompt)
             except (gate.Refused, PicoGPTError) as e:
                 self.refuse(getattr(e, "status", 400), str(e))
                 return
@@ -80,8 +87,7 @@ class Calls:
             except (ConnectionError, TimeoutError):  # the client left: handle_error lets it go
                 raise
             except Exception as e:  # a bug: said on the page and in the terminal, served on
-                traceback.print_exc()
-                self.refuse(500, f"picogpt hit a bug ({e!r}); the terminal has the details.")
+                self.refuse(500, bug(e))
                 return
         self.answer(200, value)
 
@@ -113,8 +119,7 @@ class Calls:
                 self.answer(204)
                 return
             except Exception as e:  # a bug, as in call
-                traceback.print_exc()
-                self.refuse(500, f"picogpt hit a bug ({e!r}); the terminal has the details.")
+                self.refuse(500, bug(e))
                 return
         self.answer(200, value)
 
@@ -126,7 +131,7 @@ class Calls:
         if kind == "state":
             state = session.state()
         elif kind == "text":
-            state = session.set_ids(prompt_ids)
+            state = session.set_typed(prompt_ids)
         elif kind == "append":
             state = session.append(body.get("token"))
         elif kind == "draw":
@@ -136,3 +141,9 @@ class Calls:
         else:
             state = {}
         return {**state, "next": session.next(sampling)}
+
+
+def bug(error: Exception) -> str:
+    """What the page says of a bug; its traceback goes to the terminal."""
+    traceback.print_exc()
+    return f"picogpt hit a bug ({error!r}); the terminal has the details."

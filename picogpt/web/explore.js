@@ -11,7 +11,9 @@ Object.assign(Views.TEXT.en, {
   changed: "Another tab changed the text: this tab now shows the text as it is.",
   lost: "The picogpt server is not answering (stopped?): start picogpt --explore again and open the address it prints.",
   pending: b => `not in the box: the bytes ${b}, part of a character the next pieces may finish (back one step takes them away)`,
-  dropped: b => `Typing set the text from the box: the pending bytes ${b} were dropped.`,
+  stray: b => `not in the box: the bytes ${b}, which begin no character (typing in the box drops them; the text after them is kept)`,
+  dropped: b => `Typing set the text from the box: the bytes ${b}, which the box cannot hold, were dropped.`,
+  replaced: "The box held typing the model did not take (see above): it now shows the model's text again, with the step.",
   retokenized: n => `Typing tokenized the text again: ${n === 1 ? "1 token" : `${n} tokens`} before the edit became other tokens (the strip shows the new ones).`,
 });
 Object.assign(Views.TEXT.zh, {
@@ -22,7 +24,9 @@ Object.assign(Views.TEXT.zh, {
   changed: "另一个标签页修改了文本：本页现在显示的是当前的文本。",
   lost: "picogpt 服务器没有响应（已经停止？）：请重新运行 picogpt --explore，并打开它打印的地址。",
   pending: b => `未放进文本框：字节 ${b} 是某个字符的一部分，后面的片段可能把它补全（“退回一步”可以去掉它们）`,
-  dropped: b => `输入让文本按文本框重新设置：待补全的字节 ${b} 已被丢弃。`,
+  stray: b => `未放进文本框：字节 ${b} 不是任何字符的开头（在文本框中输入会丢弃它们，它们之后的文本保留）`,
+  dropped: b => `输入让文本按文本框重新设置：文本框放不下的字节 ${b} 已被丢弃。`,
+  replaced: "文本框里有模型没有接受的输入（见上）：现在文本框重新显示模型的文本，连同这一步。",
   retokenized: n => `输入后文本被重新切分为词元：编辑位置之前有 ${n} 个词元变成了别的词元（词元序列显示的是新的）。`,
 });
 const t = Views.t, $ = id => document.getElementById(id);
@@ -39,6 +43,15 @@ window.pending = 0;  // requests on their way (a generation until its stream end
 function say(kind, text) {
   said[kind] = text;
   $("status").textContent = Object.values(said).filter(Boolean).join("\n");
+}
+// A new action: what earlier actions said is over, except a refusal of the box's text (true for
+// as long as the box holds it) and a lost server (until the server answers)
+function act() {
+  for (const kind of Object.keys(said)) if (kind !== "text" && kind !== "server") said[kind] = "";
+  say("notice", "");
+}
+function unheld() {  // the bytes of the text that the box cannot hold
+  return state ? [state.pending, state.stray].filter(Boolean).join(" ") : "";
 }
 async function api(kind, body = {}) {
   const counter = kind === "stop" ? "generate" : kind;  // a stop supersedes the generation
@@ -109,10 +122,14 @@ function showState(value) {
     state = value;
     Views.tokens($("tokens"), state.tokens, state.characters, state.tokens.length, null);
     $("count").textContent = t("count")(state.n_tokens, state.n_ctx);
-    $("pending").textContent = state.pending ? t("pending")(state.pending) : "";
+    showPending();
     if (!same) refreshInside();
   }
   if (value.next) { next = value.next; showNext(); }
+}
+function showPending() {
+  $("pending").textContent = [state.pending ? t("pending")(state.pending) : "",
+                              state.stray ? t("stray")(state.stray) : ""].filter(Boolean).join("\n");
 }
 function showNext() {
   if (!next) return;
@@ -151,7 +168,8 @@ function showInside() {
   Views.wpe($("wpe"), inside.wpe);
 }
 async function setText() {
-  const dropped = state && state.pending;
+  act();
+  const dropped = unheld();
   const value = await api("text", {prompt: $("prompt").value, ...settings()});
   if (value) {
     say("notice", [dropped ? t("dropped")(dropped) : "",
@@ -160,13 +178,17 @@ async function setText() {
   showState(value);
 }
 function after(value) {  // a step changed the text: the box shows its whole characters
-  if (!value) return;
+  if (!value || value.text === undefined) return;
   showState(value);
+  if (said.text && $("prompt").value !== value.text) {  // never silently: the box held a refusal
+    say("text", "");
+    say("notice", t("replaced"));
+  }
   $("prompt").value = value.text;
 }
 async function step(kind, body = {}) {
   if (generating) return;
-  say("notice", "");
+  act();
   after(await api(kind, {...body, ...settings()}));
 }
 function append(id) { return step("append", {token: id}); }
@@ -174,7 +196,7 @@ async function generate() {
   if (generating) return;  // a second click while the first starts: still n tokens
   generating = true;
   enable();
-  say("notice", "");
+  act();
   window.pending++;
   try {
     const response = await api("generate", {n_tokens: Number($("n_generate").value),
@@ -206,7 +228,8 @@ async function stream(response) {
       if (item.token) {  // streaming: the piece joins the strip as it comes
         tokens = [...tokens, item.token];
         Views.tokens($("tokens"), tokens, [], tokens.length, null);
-      } else {
+      } else {  // an error the generation met (the stream goes on to its end), or the end
+        if (item.error) say("generate", item.error);
         if (item.version !== undefined) version = item.version;
         after(item);
       }
@@ -229,6 +252,7 @@ $("prompt").addEventListener("input", () => {
 });
 for (const id of ["temperature", "top_k", "top_p", "penalty", "mode-sample", "mode-greedy"]) {
   $(id).addEventListener("input", async () => {
+    act();
     showKnobs();
     showState(await api("next", settings()));
   });
@@ -249,7 +273,7 @@ function showLanguage(which) {
   showKnobs();
   if (state) {
     $("count").textContent = t("count")(state.n_tokens, state.n_ctx);
-    $("pending").textContent = state.pending ? t("pending")(state.pending) : "";
+    showPending();
   }
   showNext();
   showInside();

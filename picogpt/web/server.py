@@ -33,9 +33,9 @@ from urllib.parse import urlparse
 
 from ..errors import PicoGPTError, whole_number
 from . import gate
-from .calls import Calls
+from .calls import Calls, bug
 from .gate import settings
-from .page import fill
+from .page import fill, titled
 from .session import Session
 
 API = ("state", "text", "next", "append", "draw", "back", "generate", "stop", "inside")
@@ -60,10 +60,12 @@ class ExploreServer(http.server.ThreadingHTTPServer):
         self.url = f"http://{self.host}/?token={self.secret}"
         self.lock = threading.Lock()  # one computation at a time
         self.inside = threading.Lock()  # one computation of the inside views at a time
+        self.tokenizing = threading.Lock()  # one prompt tokenized at a time (calls.py)
         self.counting = threading.Lock()  # guards latest
         self.latest: dict[tuple[str, str], int] = {}  # newest request number by page and kind
         self.writers: list[str] = []  # the page that made each version of the text after the first
-        self.page = fill("explore.html", {**session.model, "prompt": prompt}).encode("utf-8")
+        model = titled(session.model, session.params, session.encoder)
+        self.page = fill("explore.html", {**model, "prompt": prompt}).encode("utf-8")
 
     def handle_error(self, request, client_address) -> None:
         """A client that left (a closed tab) or went silent is no bug: nothing is printed."""
@@ -85,9 +87,12 @@ class Handler(Calls, http.server.BaseHTTPRequestHandler):
         super().setup()
 
     def refuse(self, status: int, message: str) -> None:
-        """An error answer, in the page's language (gate.words)."""
-        language = gate.language(self.headers.get("Accept-Language"))
-        self.answer(status, {"error": gate.words(message, language)})
+        """An error answer, in the page's language."""
+        self.answer(status, {"error": self.words(message)})
+
+    def words(self, message: str) -> str:
+        """A message in the page's language (gate.words)."""
+        return gate.words(message, gate.language(self.headers.get("Accept-Language")))
 
     def answer(self, status: int, value: dict | None = None, body: bytes = b"",
                kind: str = "application/json") -> None:
@@ -161,7 +166,10 @@ class Handler(Calls, http.server.BaseHTTPRequestHandler):
 
     def stream(self, session: Session, body: dict, stale, ids: list[int], page: str) -> None:
         """Generate: each token as a line of JSON as it is made, then the text's state and
-        its version."""
+        its version. An error once the answer has begun (the status is sent) is a line of its
+        own, {"error"}, before that state: the stream still ends as a stream, and the text
+        keeps the tokens made before it. A text that changed gets a new version however the
+        stream ends, a client that left included."""
         n_tokens = whole_number("n_tokens", body.get("n_tokens", 10), 1)
         sampling = settings(body, session.n_vocab)
         tokens = session.generate(sampling, body.get("seed"), n_tokens, stale)
@@ -171,13 +179,28 @@ class Handler(Calls, http.server.BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("Cache-Control", "no-store")
         self.end_headers()
-        for token in itertools.chain([first], tokens) if first else []:
-            self.chunk({"token": token})
-        if session.ids != ids:
-            self.server.writers.append(page)
-        self.chunk({**session.state(), "next": session.next(sampling),
-                    "version": len(self.server.writers)})
+        try:
+            for token in itertools.chain([first], tokens) if first else []:
+                self.chunk({"token": token})
+        except (ConnectionError, TimeoutError):  # the client left: handle_error lets it go
+            raise
+        except Exception as e:
+            self.chunk({"error": self.failed(e)})
+        finally:
+            if session.ids != ids:
+                self.server.writers.append(page)
+        version = len(self.server.writers)
+        try:
+            self.chunk({**session.state(), "next": session.next(sampling), "version": version})
+        except (ConnectionError, TimeoutError):
+            raise
+        except Exception as e:  # (a chunk is encoded whole before any of it is written)
+            self.chunk({"error": self.failed(e), "version": version})
         self.wfile.write(b"0\r\n\r\n")
+
+    def failed(self, error: Exception) -> str:
+        """What the page says of an error in a stream: a PicoGPTError's message, or a bug's."""
+        return self.words(str(error) if isinstance(error, PicoGPTError) else bug(error))
 
     def chunk(self, value: dict) -> None:
         data = json.dumps(value, ensure_ascii=False, allow_nan=False).encode() + b"\n"

@@ -14,13 +14,13 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from ..encoder import Encoder
+from ..encoder import Encoder, added_bytes
 from ..errors import PicoGPTError, whole_number
 from ..generate import check_context, check_settings
 from ..kvcache import KVCache, decode_step, prefill
 from ..sampling import Sampling, describe, sample_rngs
-from .page import views
 from .show import characters, piece
+from .views import views
 
 N_SHOWN = 10  # candidates the page lists
 
@@ -48,6 +48,16 @@ class Session:
         check_context(len(ids), 0, self.n_ctx)
         return ids
 
+    def set_typed(self, ids: list[int]) -> dict:
+        """Make ids (prompt_ids of the box's text) the text. The box shows the text after a
+        leading start token (WordPiece's [CLS], GPT-2's <|endoftext|>), so a text that begins
+        with one keeps it: typing never drops it, nor adds it twice."""
+        start = self.encoder.start
+        if self.ids[:1] == [start] and ids[:1] != [start]:
+            ids = [start, *ids]
+            check_context(len(ids), 0, self.n_ctx)
+        return self.set_ids(ids)
+
     def set_ids(self, ids: list[int]) -> dict:
         """Make ids (from prompt_ids) the text: the model runs only the positions after the
         part that stayed the same. "retokenized" counts the tokens before the edit that the
@@ -63,15 +73,16 @@ class Session:
         return {**self.state(), "retokenized": changed}
 
     def state(self) -> dict:
-        """The text as the page shows it. Its box holds text, the pieces that form whole
-        characters; the bytes of those after them (part of a character) are pending."""
-        pieces = [self.encoder.decode_bytes([i]) for i in self.ids]
-        n_whole = whole_pieces(pieces)
+        """The text as the page shows it. Its box holds the text after a leading start token as
+        the vocabulary's own decoding writes it (WordPiece's spaces included), in whole
+        characters: bytes at the end that the next pieces may still finish are pending, and
+        bytes inside it that begin no character (a stray lead byte) are stray, left out."""
+        lead = int(self.ids[:1] == [self.encoder.start])
+        text, pending, stray = box_text(text_pieces(self.encoder, self.ids[lead:]))
         return {"tokens": [piece(self.encoder, i) for i in self.ids],
-                "characters": characters(pieces),
-                "text": b"".join(pieces[:n_whole]).decode("utf-8"), "n_whole": n_whole,
-                "pending": b"".join(pieces[n_whole:]).hex(" "), "n_tokens": len(self.ids),
-                "n_ctx": self.n_ctx}
+                "characters": characters([self.encoder.decode_bytes([i]) for i in self.ids]),
+                "text": text, "pending": pending.hex(" "), "stray": stray.hex(" "),
+                "n_tokens": len(self.ids), "n_ctx": self.n_ctx}
 
     def filtered(self, sampling: Sampling) -> np.ndarray:  # -> [n_vocab]
         """The next token's logits after the sampler's filters (the penalty sees the text)."""
@@ -93,9 +104,29 @@ class Session:
         """Add one token to the text: one position through the model, through the cache."""
         whole_number("token", token, 0, self.n_vocab - 1)
         check_context(len(self.ids), 1, self.n_ctx)
-        self.logits = decode_step(token, self.params, self.n_head, self.cache)
-        self.ids = [*self.ids, token]
+        self.shown(token)
+        self.step(token)
         return self.state()
+
+    def shown(self, token: int) -> dict:
+        """token as the page shows it; PicoGPTError for an id the vocabulary does not hold (a
+        model whose wte has more rows than its vocabulary has tokens), before the text holds
+        it."""
+        if not 0 <= token < self.encoder.n_vocab:
+            raise PicoGPTError(f"the model chose token {token}, which its vocabulary of "
+                               f"{self.encoder.n_vocab} tokens does not hold; the text stops "
+                               f"before it.")
+        return piece(self.encoder, token)
+
+    def step(self, token: int) -> None:
+        """One position through the model. If the model fails, the session is as it was: the
+        cache forgets what it wrote, and the text and logits are untouched."""
+        try:
+            logits = decode_step(token, self.params, self.n_head, self.cache)
+        except BaseException:
+            self.cache.rewind(len(self.ids))
+            raise
+        self.logits, self.ids = logits, [*self.ids, token]
 
     def draw(self, sampling: Sampling, seed: int) -> dict:
         """Append the token a sampler draws with this seed: generate's first with that seed."""
@@ -125,37 +156,41 @@ class Session:
             token = sampling.pick(self.filtered(sampling), rng)
             if token == self.encoder.end:
                 return
-            self.append(token)
-            yield piece(self.encoder, token)
+            shown = self.shown(token)
+            self.step(token)
+            yield shown
 
     def inside(self, pause: Callable[[], None] = lambda: None) -> dict:
         """The text's attention, head scores, logit lens and wpe similarity, as on --explain
         (the lens at the positions the attention keeps); pause is called between the logit
-        lens's rows (see page.views)."""
+        lens's rows (see views.views)."""
         return views(list(self.ids), self.params, self.n_head, self.encoder, pause,
                      lens_kept=True)
 
 
-def whole_pieces(pieces: list[bytes]) -> int:
-    """How many of the first pieces together are whole UTF-8 characters: the most that a text
-    box can hold without a "�" (a piece may end inside a character, or begin one that the next
-    piece never finishes)."""
-    decoder, n_whole = codecs.getincrementaldecoder("utf-8")(), 0
-    for i, data in enumerate(pieces):
-        try:
-            decoder.decode(data)
-        except UnicodeDecodeError:
-            break
-        if not decoder.getstate()[0]:  # no bytes held back: a character boundary
-            n_whole = i + 1
-    return n_whole
+def text_pieces(encoder: Encoder, ids: list[int]) -> list[bytes]:
+    """The bytes each token adds to the text before it, as the vocabulary decodes the whole:
+    a BPE token's own bytes; a WordPiece token's with the space decode puts before it."""
+    return [added_bytes(encoder, ids[max(i - 1, 0) : i], token) for i, token in enumerate(ids)]
+
+
+def box_text(pieces: list[bytes]) -> tuple[str, bytes, bytes]:
+    """(text, pending, stray) of the pieces' bytes: the whole characters a text box can hold
+    without a "�"; the bytes at the end that begin a character the next pieces may finish;
+    and bytes before that which begin or continue no character, left out of the text (the
+    text after them is kept)."""
+    decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape")  # a stray b -> U+DC00+b
+    decoded = decoder.decode(b"".join(pieces))  # final=False: an unfinished end is held back
+    stray = bytes(ord(c) - 0xDC00 for c in decoded if "\udc80" <= c <= "\udcff")
+    text = "".join(c for c in decoded if not "\udc80" <= c <= "\udcff")
+    return text, decoder.getstate()[0], stray
 
 
 def retokenized(old: list[int], new: list[int], encoder: Encoder) -> int:
     """How many of old's tokens, each wholly before the first byte where the two texts differ
     (the token the edit touches excepted), new does not keep as they were."""
-    pieces = [encoder.decode_bytes([i]) for i in old]
-    before, after = b"".join(pieces), encoder.decode_bytes(new)
+    pieces = text_pieces(encoder, old)
+    before, after = b"".join(pieces), b"".join(text_pieces(encoder, new))
     shared = next((i for i, (a, b) in enumerate(zip(before, after)) if a != b),
                   min(len(before), len(after)))
     ends = np.cumsum([len(data) for data in pieces])  # where each old token's bytes end
