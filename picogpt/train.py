@@ -179,16 +179,7 @@ def held_out_loss(params: dict, ids: np.ndarray, n_head: int) -> float:
     return total / (len(ids) - 1)
 
 
-def __getattr__(name: str):
-    """train and main, the command, live in picogpt.cli.train; this keeps them importable here."""
-    if name in ("train", "main"):
-        from .cli import train as command  # the one way from the book to the command line
+if __name__ == "__main__":  # python -m picogpt.train runs the command, which lives in cli/
+    import runpy
 
-        return getattr(command, name)
-    raise AttributeError(f"module 'picogpt.train' has no attribute {name!r}")
-
-
-if __name__ == "__main__":  # python -m picogpt.train: the command, with the other commands
-    from .cli.train import main as command_main
-
-    command_main()
+    runpy.run_module("picogpt.cli.train", run_name="__main__")

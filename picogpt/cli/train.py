@@ -28,8 +28,8 @@ from .prepare import check_settings, check_vocab, find_vocab, new_model_dir, rea
 from .training import run_training
 
 # Measured at every measurement: the held-out paragraphs up to this many tokens (the rest are
-# neither trained on nor measured). On GPT-2's vocabulary that is 2-3 s of a CPU.
-HELD_OUT_TOKENS = 8192
+# neither trained on nor measured): on GPT-2's vocabulary, about a second of a CPU.
+HELD_OUT_TOKENS = 4096
 
 
 def train(text_file: str, name: str = "trained", models_dir: str = "models", n_layer: int = 2,
@@ -38,7 +38,8 @@ def train(text_file: str, name: str = "trained", models_dir: str = "models", n_l
           curve_every: int = 50, vocab_dir: str | None = None,
           n_vocab: int | None = None, vocab: str | None = None) -> dict:
     """Train a small GPT-2 on a text file and write it to models_dir/name. (The induction
-    task needs no text: python -m picogpt.train --task induction --help.)
+    task needs no text: python -m picogpt.train --task induction --help.) A run stopped with
+    Ctrl-C goes on with: python -m picogpt.train --resume --name NAME --models_dir DIR.
 
     Args:
         text_file: UTF-8 text to learn from, in paragraphs (poems, passages) separated by blank
@@ -230,8 +231,8 @@ def say_written(result: dict) -> None:
                                    **result["baselines"]), file=sys.stderr)
     if curve["rising_after"] is not None:
         print("picogpt: " + _("held-out loss rose after step {step} (to {last:.3f} at step "
-                              "{end}) while training loss fell: the model began to learn its "
-                              "training text by heart.").format(
+                              "{end}): the model began to learn its training text by "
+                              "heart.").format(
             step=curve["rising_after"], last=curve["measured"][-1]["held_out"],
             end=curve["measured"][-1]["step"]), file=sys.stderr)
     print("picogpt: " + _("sample: {sample}").format(
@@ -240,3 +241,7 @@ def say_written(result: dict) -> None:
                           "--models_dir {models_dir}").format(
         folder=model_dir, prompt=quoted(result["prompt"]), name=model_dir.name,
         models_dir=model_dir.parent), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -21,7 +21,7 @@ const Views = (() => {
 
       h_tokens: "Tokens",
       n_tokens: "Each BPE piece with its id. Grey: the prompt; blue: generated (click one to see its step). A piece that holds only part of a UTF-8 character shows its bytes in hex; the character its pieces form together is written under them, in a dashed box.",
-      n_tokens_wordpiece: "Each WordPiece token with its id, as the model's vocab.txt lists it (in BERT's Chinese vocabulary every Chinese character is a token of its own); a piece inside a word is shown without its ##. Grey: the prompt; blue: generated (click one to see its step).",
+      n_tokens_wordpiece: "Each WordPiece token with its id: the model's own list of whole tokens (in BERT's Chinese vocabulary, one for each character); a piece inside a word is shown without its ##. Grey: the prompt; blue: generated (click one to see its step).",
       n_tokens_chars: "Each token with its id: a character vocabulary, one character a token (a line break too); a character training saw fewer than twice is <|unknown|>. Grey: the prompt; blue: generated (click one to see its step).",
       h_steps: "Step candidates",
       n_steps: "The distribution each generated token was drawn from: the most likely candidates with their probability as the model gave it (before, grey) and after the sampling filters (after, blue). Each column's bars are drawn against the largest value in that column, given in its header.",
@@ -72,7 +72,7 @@ const Views = (() => {
 
       h_tokens: "词元序列",
       n_tokens: "每个 BPE 片段及其 id。灰色为提示词，蓝色为生成的词元（点击可查看那一步）。只含某个 UTF-8 字符部分字节的片段以十六进制显示字节；这几个片段合起来组成的字符写在它们下方的虚线框里。",
-      n_tokens_wordpiece: "每个 WordPiece 词元及其 id，与模型的 vocab.txt 所列一致（BERT 的中文词表里每个汉字单独是一个词元）；词内的片段显示时去掉开头的 ##。灰色为提示词，蓝色为生成的词元（点击可查看那一步）。",
+      n_tokens_wordpiece: "每个 WordPiece 词元及其 id。词表是模型自己的一张整词元列表（BERT 的中文词表里一个汉字一个词元）；词内的片段显示时去掉开头的 ##。灰色为提示词，蓝色为生成的词元（点击可查看那一步）。",
       n_tokens_chars: "每个词元及其 id。这是字符词表：一个字符一个词元（换行也是）；训练文本中出现不到两次的字符记作 <|unknown|>。灰色为提示词，蓝色为生成的词元（点击可查看那一步）。",
       h_steps: "每一步的候选",
       n_steps: "每个生成的词元从哪个分布中选出：概率最高的几个候选，灰色是模型给出的原始概率（过滤前），蓝色是经过采样过滤之后的概率（过滤后）。每一列的条形以该列的最大值为满格，最大值写在列标题中。",
@@ -223,18 +223,15 @@ const Views = (() => {
     // the picture fits the page's width beside the query labels, at most 480 px
     const room = document.getElementById("attn-wrap").clientWidth - 120;
     const big = document.getElementById("attn"), scale = Math.max(1, Math.floor(Math.min(480, room) / n));
-    // a label per row (queries) and per column (keys): its line as tall as its row (as wide as
-    // its column), the font a sixth smaller, so that a glyph's box (a Chinese character's, a
-    // byte pair's turned on its side) stays inside it and never touches the next label's
-    const size = Math.max(1, Math.min(12, Math.floor(scale * 5 / 6))) + "px";
+    const size = Math.min(12, scale) + "px";  // a label per row (queries) and per column (keys)
     const names = labelled(toks, characters);
     for (const [axis, long] of [["attn-x", "width"], ["attn-y", "height"]]) {
       const labels = document.getElementById(axis);
       labels.replaceChildren();
       for (let i = 0; i < n; i++) {
         const label = el("span", {class: "label", title: `${A.first + i}`}, names[A.first + i]);
-        label.style[long] = label.style.lineHeight = scale + "px";
-        label.style.fontSize = size;
+        label.style[long] = scale + "px";
+        label.style.fontSize = label.style.lineHeight = size;
         labels.append(label);
       }
     }
