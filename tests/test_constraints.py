@@ -202,8 +202,17 @@ def test_the_command_writes_an_acrostic_on_a_uer_model(small):  # noqa: F811
         assert done.returncode == 0, done.stderr
         poems = [t for t in done.stdout.splitlines() if t and not t.startswith("=")]
         assert poems and all(re.fullmatch(form("春夏秋冬", 7, False), p) for p in poems), poems
+
+
+def test_a_missing_character_is_refused_before_the_weights_are_read(small, tmp_path):  # noqa: F811
+    """The folder's weights are damaged here: the line names the character, not the file."""
+    import shutil
+
+    folder = shutil.copytree(small[0], tmp_path / "uer")
+    (folder / "model.safetensors").write_bytes(b"not weights")
     done = picogpt("", "--hf", str(folder), "--acrostic", "春𠀀")
-    assert done.returncode == 1 and done.stderr.count("\n") == 1 and "𠀀" in done.stderr
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+    assert "𠀀" in done.stderr and "safetensors" not in done.stderr
 
 
 def test_the_command_refuses_gpt2_before_loading_anything(tmp_path):

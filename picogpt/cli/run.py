@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from ..constraints import check_verse, verse
 from ..errors import PicoGPTError, _, whole_number
 from ..files.load import MODEL_SIZES
-from ..files.loaded import load_model
+from ..files.loaded import load_model, vocabulary_first
 from ..generate import check_settings, generate, generate_samples, generate_steps
 from ..sampling import Sampling
 from ..score import check_score_settings, join_scores, score_windows, summary
@@ -105,6 +105,9 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
                 "--acrostic and --line need a vocabulary with one token per Chinese character; "
                 "GPT-2's byte-level BPE cuts most into two or three. Run a Chinese model: --hf "
                 "uer/gpt2-chinese-poem, or one python -m picogpt.train trained on characters."))
+        early = vocabulary_first(model_size, models_dir, hf)
+        if early is not None:  # a character the vocabulary lacks is refused before the weights
+            verse(early, acrostic, line)
     if temperature != 1.0 and not sampling.sampling:  # a warning: the output is unchanged
         print(f"picogpt: --temperature {temperature} has no effect on greedy decoding (each "
               f"token is the most likely one); add --top_k 40 or --top_p 0.9 to sample.",
@@ -114,7 +117,7 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
     encoder, hparams, params, model = loaded.encoder, loaded.hparams, loaded.params, loaded.about()
     say_outside(encoder, prompt)
     input_ids, n_head = encoder.prompt_ids(prompt), hparams["n_head"]
-    constraint = verse(encoder, acrostic, line, hparams["n_vocab"]) if poem else None
+    constraint = verse(encoder, acrostic, line, len(params["wte"])) if poem else None
     settings = {"top_k": top_k, "top_p": top_p, "temperature": temperature, "seed": seed,
                 "repetition_penalty": repetition_penalty, "stop_at_end": not ignore_end,
                 "stop": stop, "encoder": encoder, "constraint": constraint}
