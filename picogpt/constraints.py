@@ -1,20 +1,21 @@
 """Constrained sampling: a form the text must keep, enforced as a mask on the logits.
 
-Owns `masked` (every token a constraint forbids gets a logit of -inf), `Alphabet` (which tokens
-of a vocabulary are one Chinese character, and which are ，。 and a line break, read once per
-vocabulary from its own decode) and `Verse`, the form of a poem: lines of a fixed length
+It holds `masked` (every token a constraint forbids gets a logit of -inf), `Alphabet` (which
+tokens of a vocabulary are one Chinese character, and which are ，。 and a line break, read once
+per vocabulary from its own decode) and `Verse`, the form of a poem: lines of a fixed length
 (`--line 5` is 五言, `--line 7` is 七言) and an acrostic (藏头诗, `--acrostic 春夏秋冬`).
 
 A constraint is any object with `allowed(ids)`, the [n_vocab] bool mask of the tokens that may
 follow the ids generated so far, and `done(ids)`, whether the form is complete. generate.py
 masks the logits before the filters (temperature, top-k, top-p), so greedy picks the best
-allowed token and top-k keeps the k best allowed ones. No model calls, no I/O, no randomness.
+allowed token and top-k keeps the k best allowed ones.
 
-How a poem is counted: a line (句) is its characters and one punctuation mark; lines end in ，
-and 。 in turn (a couplet, 联), and a line break follows each 。 when the vocabulary has one
+A poem is counted this way. A line (句) is its characters and one punctuation mark; lines end in
+，and 。 in turn (a couplet, 联), and a line break follows each 。 when the vocabulary has one
 (a character vocabulary does; BERT's WordPiece has none). With an acrostic, line i starts with
 its i-th character, one hidden character a line as in a classical 藏头诗, and the poem ends
-after the last line, with 。 whatever its place.
+after the last line, with 。 whatever its place. Only the generated tokens are counted: the
+prompt (a title, a theme) is context.
 """
 
 from collections.abc import Sequence
