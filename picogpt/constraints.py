@@ -60,7 +60,7 @@ def alphabet(encoder, n_vocab: int) -> Alphabet:
     does not, and GPT-2's byte-level BPE writes most Chinese characters as two or three tokens.
     """
     chinese, ids = np.zeros(n_vocab, bool), {}
-    for i in range(encoder.n_vocab):
+    for i in range(min(encoder.n_vocab, n_vocab)):  # a token past wte's rows is never picked
         char = encoder.decode([i])
         if len(char) == 1 and encoder.encode(char) == [i]:
             ids[char] = i
