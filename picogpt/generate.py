@@ -3,15 +3,17 @@
 It holds the three ways to generate, which differ only in what they yield: `generate` (token ids),
 `generate_steps` (each token with the candidates it was picked from) and `generate_samples`
 (several samples decoded together). How a token is picked is sampling.py's; the keys and values
-kept between steps are kvcache.py's.
+kept between steps are kvcache.py's; a form the text must keep (`constraint=`, a poem's lines) is
+constraints.py's, applied here as a mask before the filters.
 """
 
 from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from .constraints import Verse, masked
 from .encoder import END_OF_TEXT, Encoder, added_bytes
-from .errors import PicoGPTError, number, text, whole_number
+from .errors import PicoGPTError, _, number, text, whole_number
 from .kvcache import KVCache, decode_step, prefill
 from .sampling import Sampling, Step, describe, sample_rngs
 
@@ -19,7 +21,8 @@ from .sampling import Sampling, Step, describe, sample_rngs
 def generate(input_ids: Sequence[int], params: dict, n_head: int, n_tokens: int, *,
              top_k: int | None = None, top_p: float | None = None, temperature: float = 1.0,
              seed: int | None = None, repetition_penalty: float = 1.0, stop_at_end: bool = True,
-             stop: str | None = None, encoder: Encoder | None = None) -> Iterator[int]:
+             stop: str | None = None, encoder: Encoder | None = None,
+             constraint: Verse | None = None) -> Iterator[int]:
     """Yield up to n_tokens new token ids after input_ids, one at a time.
 
     Greedy unless top_k or top_p is set; the filters run in the order repetition penalty,
@@ -27,11 +30,14 @@ def generate(input_ids: Sequence[int], params: dict, n_head: int, n_tokens: int,
     vocabulary's end token (not yielded: `encoder.end`, or GPT-2's <|endoftext|> when no
     encoder is given) unless stop_at_end is False, and once it contains `stop` (which needs
     `encoder` to read the text; the token that completes it is yielded). Empty input_ids start
-    from the vocabulary's start token, as a document starts.
+    from the vocabulary's start token, as a document starts. A `constraint` (constraints.py's
+    `verse`) allows only the tokens that keep its form, before the filters, and ends the text
+    when the form is complete.
     """
     samples = checked(input_ids, params, n_head, n_tokens, 1, 0, top_k=top_k, top_p=top_p,
                       temperature=temperature, seed=seed, repetition_penalty=repetition_penalty,
-                      stop_at_end=stop_at_end, stop=stop, encoder=encoder)
+                      stop_at_end=stop_at_end, stop=stop, encoder=encoder,
+                      constraint=constraint)
     return (token for _, token in samples)
 
 
@@ -57,7 +63,8 @@ def checked(input_ids: Sequence[int], params: dict, n_head: int, n_tokens: int, 
             candidates: int, *, top_k: int | None = None, top_p: float | None = None,
             temperature: float = 1.0, seed: int | None = None, repetition_penalty: float = 1.0,
             stop_at_end: bool = True, stop: str | None = None,
-            encoder: Encoder | None = None) -> Iterator[tuple[int, int | Step]]:
+            encoder: Encoder | None = None,
+            constraint: Verse | None = None) -> Iterator[tuple[int, int | Step]]:
     """decode_samples, once the settings are checked: at the call, not at the first token."""
     sampling = Sampling(top_k, top_p, temperature, repetition_penalty)
     check_settings(n_tokens, sampling, seed, stop, len(params["wte"]))
@@ -66,20 +73,24 @@ def checked(input_ids: Sequence[int], params: dict, n_head: int, n_tokens: int, 
     if stop is not None and encoder is None:
         raise PicoGPTError("stop needs encoder= to read the generated text; pass the Encoder "
                            "from load_encoder_hparams_and_params.")
+    if constraint is not None:
+        check_constraint(constraint, n_tokens, len(params["wte"]))
     start, end = (END_OF_TEXT, END_OF_TEXT) if encoder is None else (encoder.start, encoder.end)
     return decode_samples([*input_ids] or [start], params, n_head, n_tokens, sampling,
                           sample_rngs(seed, n_samples), end if stop_at_end else None,
-                          stop.encode("utf-8") if stop else None, encoder, candidates)
+                          stop.encode("utf-8") if stop else None, encoder, candidates,
+                          constraint)
 
 
 def decode_samples(prompt: list[int], params: dict, n_head: int, n_tokens: int,
                    sampling: Sampling, rngs: list[np.random.Generator],
                    end: int | None = END_OF_TEXT, stop: bytes | None = None,
                    encoder: Encoder | None = None,
-                   candidates: int = 0) -> Iterator[tuple[int, int | Step]]:
+                   candidates: int = 0,
+                   constraint: Verse | None = None) -> Iterator[tuple[int, int | Step]]:
     """The loop behind generate: one sample per rng; yields (sample, token id) step by step
     (a Step in place of the id when candidates > 0). A sample ends at the token `end` (not
-    yielded; None never ends early).
+    yielded; None never ends early), or when it completes the constraint's form.
 
     The prompt is fed once. Then each step runs all running samples as one batch of
     [n_alive, 1] ids, so the weights are read once per step. The samples share the prompt's
@@ -103,8 +114,13 @@ def decode_samples(prompt: list[int], params: dict, n_head: int, n_tokens: int,
         seen[:, prompt] = True
     written = [b""] * len(rngs)  # each sample's output so far, when there is a stop text
     last = [[] for _ in rngs]  # each sample's last new token, which a WordPiece space follows
+    made = [[] for _ in rngs]  # each sample's new tokens, which the constraint reads
     for step in range(n_tokens):
-        filtered = sampling.filter(logits, seen)  # [n_alive, n_vocab]
+        allowed = logits
+        if constraint is not None:  # before the filters: they see only the tokens it allows
+            mask = np.array([constraint.allowed(made[i]) for i in alive])  # [n_alive, n_vocab]
+            allowed = masked(logits, mask)
+        filtered = sampling.filter(allowed, seen)  # [n_alive, n_vocab]
         next_ids = [sampling.pick(row, rngs[i]) for row, i in zip(filtered, alive)]
         keep = []
         for row, (i, token) in enumerate(zip(alive, next_ids)):
@@ -116,6 +132,10 @@ def decode_samples(prompt: list[int], params: dict, n_head: int, n_tokens: int,
                 piece = added_bytes(encoder, last[i], token)
                 written[i], last[i] = written[i] + piece, [token]
                 if stop in written[i][-len(stop) - len(piece) :]:  # only where it could be new
+                    continue
+            if constraint is not None:
+                made[i] = [*made[i], token]
+                if constraint.done(made[i]):
                     continue
             keep.append(row)
         if not keep or step == n_tokens - 1:
@@ -160,6 +180,19 @@ def check_settings(n_tokens: int, sampling: Sampling, seed: int | None, stop: st
                                             "each run")
     if stop is not None:
         text("stop", stop, "give the text to stop at, or leave it unset")
+
+
+def check_constraint(constraint: Verse, n_tokens: int, n_vocab: int) -> None:
+    """Raise PicoGPTError if the constraint's mask does not fit the model, or its whole form
+    does not fit in n_tokens."""
+    if constraint.n_vocab != n_vocab:
+        raise PicoGPTError(_("the constraint was made for {made} tokens, but the model has "
+                             "{n_vocab}; make it from the model's own encoder.").format(
+                                 made=constraint.n_vocab, n_vocab=n_vocab))
+    needed = constraint.n_tokens()
+    if needed is not None and needed > n_tokens:
+        raise PicoGPTError(_("the poem takes {needed} tokens, but n_tokens={n_tokens}; raise "
+                             "n_tokens to {needed}.").format(needed=needed, n_tokens=n_tokens))
 
 
 def check_ids(ids: Sequence[int], n_vocab: int) -> None:

@@ -124,7 +124,8 @@ def test_the_short_flags_help_shows_work(tiny, tiny_end, vocab_dir, tmp_path):
         shorts[tuple(mode)] = dict(re.findall(r"^    (-\w), --(\w+)=", done.stdout + done.stderr,
                                               re.M))
     assert shorts == {(): {"-r": "repetition_penalty", "-i": "ignore_end", "-c": "candidates",
-                           "-e": "explain", "-b": "base_url", "-h": "hf"},
+                           "-e": "explain", "-a": "acrostic", "-l": "line", "-b": "base_url",
+                           "-h": "hf"},
                       ("--score",): {"-s": "stride", "-t": "top", "-j": "json", "-b": "base_url",
                                      "-h": "hf"}}
     ending = read_encoder(vocab_dir).decode(tiny_end.prompt_ids)  # ends early unless -i
@@ -153,6 +154,12 @@ def test_the_short_flags_help_shows_work(tiny, tiny_end, vocab_dir, tmp_path):
             assert (tmp_path / "page.html").read_bytes() == page
         elif short != "-b":
             assert done.stdout != plain.stdout, short  # the flag changed something
+    for short, value in (("-a", "春夏"), ("-l", "5")):  # GPT-2's vocabulary: both refused
+        models = ["--models_dir", str(tiny.models_dir)]
+        long = picogpt("hi", f"--{shorts[()][short]}", value, *models)
+        done = picogpt("hi", short, value, *models)
+        assert done.returncode == long.returncode == 1 and done.stderr == long.stderr, short
+        assert "one token per Chinese character" in done.stderr
     help_ = picogpt("-h", env={"PAGER": "cat"})
     assert help_.returncode == 0 and "FLAGS" in help_.stdout + help_.stderr
     for prompt in ["-5", "hi", "ri"]:  # not a short flag: a prompt (which hi once was not)

@@ -10,8 +10,10 @@ import inspect
 import sys
 from collections.abc import Iterable, Iterator
 
-from ..errors import PicoGPTError, whole_number
-from ..files.loaded import load_model
+from ..constraints import check_verse, verse
+from ..errors import PicoGPTError, _, whole_number
+from ..files.load import MODEL_SIZES
+from ..files.loaded import load_model, vocabulary_first
 from ..generate import check_settings, generate, generate_samples, generate_steps
 from ..sampling import Sampling
 from ..score import check_score_settings, join_scores, score_windows, summary
@@ -48,6 +50,7 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
                   repetition_penalty: float = 1.0, seed: int | None = None, n_samples: int = 1,
                   stop: str | None = None, ignore_end: bool = False, candidates: int = 0,
                   explain: str | None = None, prompt_file: str | None = None,
+                  acrostic: str | None = None, line: int | None = None,
                   model_size: str = "124M", models_dir: str = "models",
                   base_url: str | None = None, hf: str | None = None) -> None:
     """Print GPT-2's continuation of a prompt as it is generated.
@@ -80,6 +83,11 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
             the logit lens, and the position embeddings.
         prompt_file: Read the prompt from this UTF-8 file ('-' for standard input); one
             trailing newline is dropped.
+        acrostic: Write an acrostic poem (藏头诗): line i starts with the i-th character, and
+            the text ends after the last line. Needs a vocabulary with one token per Chinese
+            character (a character model, or uer's WordPiece models).
+        line: Each line has exactly this many Chinese characters (5: 五言, 7: 七言), then ，
+            or 。 in turn. The poem's form is a mask on the logits, before the filters.
     """
     sampling = Sampling(top_k, top_p, temperature, repetition_penalty)
     check_settings(n_tokens, sampling, seed, stop)  # before loading; generate checks top_k
@@ -89,6 +97,17 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
         raise PicoGPTError("--candidates and --explain show one sample; drop --n_samples.")
     if explain is not None:
         check_path(explain)
+    poem = acrostic is not None or line is not None
+    if poem:
+        check_verse(acrostic, line)
+        if hf is None and model_size in MODEL_SIZES:  # GPT-2's vocabulary: refuse before loading
+            raise PicoGPTError(_(
+                "--acrostic and --line need a vocabulary with one token per Chinese character; "
+                "GPT-2's byte-level BPE cuts most into two or three. Run a Chinese model: --hf "
+                "uer/gpt2-chinese-poem, or one python -m picogpt.train trained on characters."))
+        early = vocabulary_first(model_size, models_dir, hf)
+        if early is not None:  # a character the vocabulary lacks is refused before the weights
+            verse(early, acrostic, line)
     if temperature != 1.0 and not sampling.sampling:  # a warning: the output is unchanged
         print(f"picogpt: --temperature {temperature} has no effect on greedy decoding (each "
               f"token is the most likely one); add --top_k 40 or --top_p 0.9 to sample.",
@@ -98,9 +117,10 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
     encoder, hparams, params, model = loaded.encoder, loaded.hparams, loaded.params, loaded.about()
     say_outside(encoder, prompt)
     input_ids, n_head = encoder.prompt_ids(prompt), hparams["n_head"]
+    constraint = verse(encoder, acrostic, line, len(params["wte"])) if poem else None
     settings = {"top_k": top_k, "top_p": top_p, "temperature": temperature, "seed": seed,
                 "repetition_penalty": repetition_penalty, "stop_at_end": not ignore_end,
-                "stop": stop, "encoder": encoder}
+                "stop": stop, "encoder": encoder, "constraint": constraint}
     n_shown = max(candidates, 10 if explain else 0)  # the page shows 10 per step
     with reading_notice(model["where"]) as quiet:
         if n_samples > 1:

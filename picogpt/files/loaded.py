@@ -9,7 +9,8 @@ from ..encoder import Encoder
 from ..errors import PicoGPTError, _
 from ..wordpiece import WordPiece
 from .hf import load_hf
-from .load import MODEL_SIZES, load_encoder_hparams_and_params
+from .load import MODEL_SIZES, load_encoder_hparams_and_params, read_encoder
+from .vocab import read_vocab
 
 RANDOM_WEIGHTS = "random-weights.txt"  # written beside weights drawn at random (test fixtures)
 
@@ -67,3 +68,16 @@ def load_model(model_size: str = "124M", models_dir: str = "models", base_url: s
     kind = "released" if model_size in MODEL_SIZES else "trained"
     return LoadedModel(encoder, hparams, params, model_size, kind, str(folder),
                        (folder / RANDOM_WEIGHTS).is_file())
+
+
+def vocabulary_first(model_size: str, models_dir: str,
+                     hf: str | None) -> Encoder | WordPiece | None:
+    """The vocabulary of a model already on disk (an --hf folder, or a folder picogpt.train
+    wrote), read without its weights; None for a model that is downloaded first."""
+    if hf is not None and Path(hf).is_dir():
+        return read_vocab(Path(hf), "save the model's tokenizer beside the weights with "
+                                    "tokenizer.save_pretrained")
+    model_dir = Path(models_dir) / model_size
+    if hf is None and model_size not in MODEL_SIZES and (model_dir / "hparams.json").is_file():
+        return read_encoder(model_dir)
+    return None

@@ -1,0 +1,160 @@
+"""Constrained sampling: a form the text must keep, enforced as a mask on the logits.
+
+It holds `masked` (every token a constraint forbids gets a logit of -inf), `Alphabet` (which
+tokens of a vocabulary are one Chinese character, and which are ，。 and a line break, read once
+per vocabulary from its own decode) and `Verse`, the form of a poem: lines of a fixed length
+(`--line 5` is 五言, `--line 7` is 七言) and an acrostic (藏头诗, `--acrostic 春夏秋冬`).
+
+A constraint is any object with `allowed(ids)`, the [n_vocab] bool mask of the tokens that may
+follow the ids generated so far, and `done(ids)`, whether the form is complete. generate.py
+masks the logits before the filters (temperature, top-k, top-p), so greedy picks the best
+allowed token and top-k keeps the k best allowed ones.
+
+A poem is counted this way. A line (句) is its characters and one punctuation mark; lines end in
+，and 。 in turn (a couplet, 联), and a line break follows each 。 when the vocabulary has one
+(a character vocabulary does; BERT's WordPiece has none). With an acrostic, line i starts with
+its i-th character, one hidden character a line as in a classical 藏头诗, and the poem ends
+after the last line, with 。 whatever its place. Only the generated tokens are counted: the
+prompt (a title, a theme) is context.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from .errors import PicoGPTError, _, text, whole_number
+from .wordpiece import is_chinese
+
+COMMA, PERIOD, NEWLINE = "，", "。", "\n"
+
+
+def masked(logits: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    """logits with every token that is not allowed at -inf, so that no filter or pick sees it."""
+    # [..., n_vocab], [..., n_vocab] bool -> [..., n_vocab]
+    return np.where(allowed, logits, -np.inf).astype(logits.dtype)
+
+
+@dataclass(frozen=True, eq=False)
+class Alphabet:
+    """The tokens of a vocabulary that each write one character, by what they decode to."""
+
+    n_vocab: int
+    chinese: np.ndarray  # [n_vocab] bool: the token is one Chinese character (a CJK ideograph)
+    ids: dict[str, int]  # character -> the one token that writes it (encode gives it back)
+
+    def only(self, char: str) -> np.ndarray:  # -> [n_vocab] bool
+        """The mask that allows the token of char and nothing else."""
+        mask = np.zeros(self.n_vocab, bool)
+        mask[self.ids[char]] = True
+        return mask
+
+
+@lru_cache(maxsize=4)
+def alphabet(encoder, n_vocab: int) -> Alphabet:
+    """The Alphabet of encoder's vocabulary, for a model of n_vocab tokens (the rows of wte).
+
+    A token writes a character when it decodes to that one character and encoding the character
+    gives that token back: WordPiece's "春" does, its "##春" (the same character inside a word)
+    does not, and GPT-2's byte-level BPE writes most Chinese characters as two or three tokens.
+    """
+    chinese, ids = np.zeros(n_vocab, bool), {}
+    for i in range(min(encoder.n_vocab, n_vocab)):  # a token past wte's rows is never picked
+        char = encoder.decode([i])
+        if len(char) == 1 and encoder.encode(char) == [i]:
+            ids[char] = i
+            chinese[i] = is_chinese(char)
+    return Alphabet(n_vocab, chinese, ids)
+
+
+@dataclass(frozen=True, eq=False)
+class Verse:
+    """A poem's form (see the module's docstring): lines of `line` characters (None: any length
+    from two) ending in ，and 。 in turn; with `acrostic`, line i starts with its i-th character
+    and the poem has that many lines."""
+
+    alphabet: Alphabet
+    acrostic: str = ""
+    line: int | None = None
+
+    @property
+    def n_vocab(self) -> int:
+        return self.alphabet.n_vocab
+
+    def mark(self, n_done: int) -> str:
+        """The punctuation that ends line n_done (counting from 0): ，then 。, and 。 last."""
+        last = len(self.acrostic) - 1
+        return PERIOD if n_done % 2 == 1 or n_done == last else COMMA
+
+    def position(self, ids: Sequence[int]) -> tuple[int, int, bool]:
+        """Where the generated ids stand: (lines done, characters of the line being written,
+        whether a line break is due)."""
+        marks = {self.alphabet.ids[COMMA], self.alphabet.ids[PERIOD]}
+        n_done, n_chars, break_due = 0, 0, False
+        for token in ids:
+            if token in marks:
+                n_done, n_chars = n_done + 1, 0
+                break_due = token == self.alphabet.ids[PERIOD] and NEWLINE in self.alphabet.ids
+            elif token == self.alphabet.ids.get(NEWLINE):
+                break_due = False
+            else:
+                n_chars += 1
+        return n_done, n_chars, break_due
+
+    def allowed(self, ids: Sequence[int]) -> np.ndarray:  # generated ids -> [n_vocab] bool
+        """The tokens that may come next after the generated ids."""
+        n_done, n_chars, break_due = self.position(ids)
+        if break_due:
+            return self.alphabet.only(NEWLINE)
+        if n_chars == 0 and self.acrostic:  # the hidden character opens the line
+            return self.alphabet.only(self.acrostic[n_done])
+        end_of_line = self.alphabet.only(self.mark(n_done))
+        if n_chars == self.line:
+            return end_of_line
+        if self.line is None and n_chars >= 2:  # the model chooses where the line ends
+            return self.alphabet.chinese | end_of_line
+        return self.alphabet.chinese
+
+    def done(self, ids: Sequence[int]) -> bool:
+        """Whether the generated ids complete the poem: every acrostic line written."""
+        return bool(self.acrostic) and self.position(ids)[0] == len(self.acrostic)
+
+    def n_tokens(self) -> int | None:
+        """How many tokens the whole poem takes, when its length is fixed (acrostic and line)."""
+        if not self.acrostic or self.line is None:
+            return None
+        n_lines = len(self.acrostic)
+        n_breaks = sum(self.mark(i) == PERIOD for i in range(n_lines - 1))  # none after the last
+        return n_lines * (self.line + 1) + n_breaks * (NEWLINE in self.alphabet.ids)
+
+
+def verse(encoder, acrostic: str | None = None, line: int | None = None,
+          n_vocab: int | None = None) -> Verse:
+    """The Verse for --acrostic and --line, checked against encoder's vocabulary (n_vocab: the
+    model's, when its wte has more rows than the vocabulary has tokens)."""
+    check_verse(acrostic, line)
+    letters = alphabet(encoder, n_vocab or encoder.n_vocab)
+    needed = [c for c in (COMMA, PERIOD) if c not in letters.ids]
+    if needed or not letters.chinese.any():
+        raise PicoGPTError(_(
+            "this vocabulary has no token of its own for {needed}: --acrostic and --line need "
+            "each Chinese character and ，。 as one token, as a character vocabulary or BERT's "
+            "WordPiece (uer's Chinese GPT-2s) has; GPT-2's byte-level BPE cuts them into bytes."
+        ).format(needed=" ".join(needed) or _("Chinese characters")))
+    outside = [c for c in dict.fromkeys(acrostic or "")
+               if c not in letters.ids or not letters.chinese[letters.ids[c]]]
+    if outside:
+        raise PicoGPTError(_(
+            "--acrostic {acrostic}: the vocabulary has no Chinese character token for {chars}; "
+            "choose characters the model knows."
+        ).format(acrostic=acrostic, chars=" ".join(outside)))
+    return Verse(letters, acrostic or "", line)
+
+
+def check_verse(acrostic: str | None, line: int | None) -> None:
+    """Raise PicoGPTError if --acrostic or --line is not a form, before the vocabulary is read."""
+    if line is not None:
+        whole_number("line", line, 1, hint=_("5 for 五言, 7 for 七言"))
+    if acrostic is not None:
+        text("acrostic", acrostic, _("give the characters that start the lines, as 春夏秋冬"))

@@ -1,0 +1,243 @@
+"""Constrained sampling (constraints.py, `constraint=` in generate, --acrostic and --line): on
+random weights, for a WordPiece vocabulary as uer's and a character vocabulary written here, the
+text has the asked form every time, greedy and sampled; the mask comes before top-k; a
+vocabulary that cannot write the form, or lacks a character, is refused in one line.
+
+The references are the test's own: a regular expression of the form, the allowed tokens read
+from the token list, and a loop over gpt2 that masks by the form's template."""
+
+import re
+
+import numpy as np
+import pytest
+from test_hf_chinese import small  # noqa: F401 (a fixture: uer's folder layout, small shape)
+from test_load import picogpt
+
+from picogpt import generate, gpt2
+from picogpt.constraints import masked, verse
+from picogpt.errors import PicoGPTError, speaking
+from picogpt.generate import generate_samples, generate_steps
+from picogpt.train import init_params, tree_map
+from picogpt.wordpiece import WordPiece
+from scripts.fixtures import bert_vocab
+
+HAN = "[\u4e00-\u9fff]"  # the CJK ideographs both test vocabularies hold (GB2312's, and ours)
+
+
+class Characters:
+    """A character vocabulary: each token one character, a line break among them, a start token
+    and no end token (the face of encoder.py's Encoder, as a character-level model has it)."""
+
+    def __init__(self, chars: str):
+        self.tokens = ["<start>", "\n", *chars]
+        self.ids = {t: i for i, t in enumerate(self.tokens)}
+        self.n_vocab, self.start, self.end, self.unknown = len(self.tokens), 0, None, None
+
+    def encode(self, text: str) -> list[int]:
+        return [self.ids[c] for c in text if c in self.ids]
+
+    def decode(self, ids: list[int]) -> str:
+        return "".join(self.tokens[i] for i in ids)
+
+
+def wordpiece() -> WordPiece:
+    return WordPiece(bert_vocab.chinese_vocab(), do_lower_case=False)
+
+
+def characters() -> Characters:
+    han = "".join(bert_vocab.gb2312_characters()[:300])  # 春夏秋冬 are past 300: add them
+    return Characters("，。！、abc" + han + "春夏秋冬山水")
+
+
+VOCABULARIES = {"wordpiece": wordpiece, "characters": characters}
+
+
+def random_params(n_vocab: int, seed: int = 0) -> dict:
+    """A small random model, its weights 10x the initial scale so that logits differ clearly."""
+    hparams = {"n_vocab": n_vocab, "n_ctx": 80, "n_embd": 32, "n_head": 2, "n_layer": 2}
+    return tree_map(lambda w: w * 10, init_params(hparams, np.random.default_rng(seed)))
+
+
+def form(acrostic: str, line: int, breaks: bool) -> str:
+    """The regular expression of the whole poem, written out line by line."""
+    lines = []
+    for i, char in enumerate(acrostic):
+        mark = "。" if i % 2 == 1 or i == len(acrostic) - 1 else "，"
+        lines.append(f"{char}{HAN}{{{line - 1}}}{mark}")
+        if mark == "。" and i < len(acrostic) - 1 and breaks:
+            lines.append("\n")
+    return "".join(lines)
+
+
+@pytest.fixture(scope="module", params=list(VOCABULARIES))
+def vocabulary(request):
+    encoder = VOCABULARIES[request.param]()
+    return request.param, encoder, random_params(encoder.n_vocab)
+
+
+@pytest.mark.parametrize("acrostic,line", [("春夏秋冬", 5), ("春夏秋冬", 7), ("山水", 5),
+                                           ("春夏秋", 7)])
+def test_the_poem_has_the_asked_form_every_time(vocabulary, acrostic, line):
+    name, encoder, params = vocabulary
+    constraint = verse(encoder, acrostic, line)
+    expected = re.compile(form(acrostic, line, breaks=name == "characters"))
+    runs = [{}, *({"top_k": 40, "seed": s} for s in range(4)), {"top_p": 0.95, "seed": 9},
+            {"top_k": 8, "temperature": 2.0, "repetition_penalty": 1.3, "seed": 3}]
+    for settings in runs:
+        ids = list(generate(encoder.prompt_ids("") if name == "wordpiece" else [0], params, 2,
+                            60, encoder=encoder, constraint=constraint, **settings))
+        assert expected.fullmatch(encoder.decode(ids)), (settings, encoder.decode(ids))
+    batch = {}
+    for i, token in generate_samples([0], params, 2, 60, n_samples=3, top_k=20, seed=5,
+                                     encoder=encoder, constraint=constraint):
+        batch.setdefault(i, []).append(token)
+    assert len(batch) == 3 and all(expected.fullmatch(encoder.decode(ids))
+                                   for ids in batch.values())
+
+
+def test_lines_alone_and_an_acrostic_alone(vocabulary):
+    name, encoder, params = vocabulary
+    ids = list(generate([0], params, 2, 50, top_k=40, seed=1, encoder=encoder,
+                        constraint=verse(encoder, line=7)))
+    assert len(ids) == 50  # no acrostic: the poem goes on while tokens remain
+    couplet = f"{HAN}{{7}}，{HAN}{{7}}。" + ("\n" if name == "characters" else "")
+    assert re.fullmatch(f"({couplet})*({HAN}|[，。\n])*", encoder.decode(ids))
+    assert re.match(couplet * 2, encoder.decode(ids))
+    free = verse(encoder, acrostic="春夏")
+    for seed in range(3):
+        text = encoder.decode(list(generate([0], params, 2, 70, top_k=40, seed=seed,
+                                            encoder=encoder, constraint=free)))
+        # lines of any length from two, ended as the form says, unless the tokens ran out
+        assert re.fullmatch(f"春{HAN}+(，夏{HAN}+(。)?)?", text), text
+        assert re.fullmatch(f"春{HAN}+，夏{HAN}+。", text) or len(text) == 70
+
+
+def test_greedy_and_top_k_pick_among_the_allowed_tokens_after_the_mask(vocabulary):
+    """A loop over gpt2 written here masks by the form's template: greedy is its argmax, and
+    each top-k draw is one of its k best allowed tokens. Masking after top-k would fail this:
+    the k best tokens overall are rarely the one character a line must start with."""
+    name, encoder, params = vocabulary
+    acrostic, line = "春夏秋冬", 5
+    template = form(acrostic, line, breaks=name == "characters").replace(f"{HAN}{{4}}", "xxxx")
+    han = [i for i, t in enumerate(encoder.tokens) if len(t) == 1 and "一" <= t <= "\u9fff"]
+    prompt = encoder.prompt_ids("") if name == "wordpiece" else [0]
+    constraint = verse(encoder, acrostic, line)
+
+    def best_allowed(ids: list[int], k: int) -> list[int]:
+        char = template[len(ids) - len(prompt)]
+        choices = han if char == "x" else [encoder.tokens.index(char)]
+        logits = gpt2(ids, **params, n_head=2)[-1]
+        return sorted(choices, key=lambda i: -logits[i])[:k]
+
+    ids = list(prompt)
+    for _ in template:
+        ids.append(best_allowed(ids, 1)[0])
+    greedy = list(generate(prompt, params, 2, 40, encoder=encoder, constraint=constraint))
+    assert greedy == ids[len(prompt):]
+    for seed in range(3):
+        drawn = list(generate(prompt, params, 2, 40, top_k=3, seed=seed, encoder=encoder,
+                              constraint=constraint))
+        assert len(drawn) == len(template)
+        for t, token in enumerate(drawn):
+            assert token in best_allowed([*prompt, *drawn[:t]], 3)
+
+
+def test_the_candidates_show_the_model_before_the_mask(vocabulary):
+    """A Step's `before` is the model's own distribution (the mask is where `after` comes from)."""
+    name, encoder, params = vocabulary
+    constraint = verse(encoder, "春夏", 5)
+    steps = list(generate_steps([0], params, 2, 12, candidates=5, encoder=encoder,
+                                constraint=constraint))
+    first = gpt2([0], **params, n_head=2)[-1].astype(np.float64)
+    expected = np.exp(first - first.max()) / np.exp(first - first.max()).sum()
+    np.testing.assert_allclose(steps[0].before[:5], np.sort(expected)[::-1][:5], rtol=1e-5)
+    token = steps[0].token
+    assert token == encoder.encode("春")[0] and steps[0].after[list(steps[0].ids).index(token)] == 1
+
+
+def test_masked_sets_what_is_not_allowed_to_minus_infinity():
+    logits = np.array([[2.0, 1.0, 0.5], [0.0, -1.0, 3.0]], np.float32)
+    allowed = np.array([[False, True, True], [True, False, False]])
+    out = masked(logits, allowed)
+    assert out.dtype == np.float32 and out.shape == (2, 3)
+    assert out.tolist() == [[-np.inf, 1.0, 0.5], [0.0, -np.inf, -np.inf]]
+
+
+def test_the_alphabet_is_read_from_the_vocabulary():
+    encoder = wordpiece()
+    letters = verse(encoder, line=5).alphabet
+    han = {i for i, t in enumerate(encoder.tokens) if len(t) == 1 and "\u4e00" <= t <= "\u9fff"}
+    assert set(np.flatnonzero(letters.chinese)) == han  # "##春" writes no character of its own
+    assert letters.ids["，"] == encoder.tokens.index("，")
+    assert letters.ids["。"] == encoder.tokens.index("。") and "\n" not in letters.ids
+
+
+def test_gpt2_vocabulary_and_a_missing_character_are_refused_in_one_line(vocab_dir):
+    from picogpt.files.vocab import read_vocab
+
+    with pytest.raises(PicoGPTError, match="no token of its own for ，") as error:
+        verse(read_vocab(vocab_dir, "-", gpt2=True), line=5)
+    assert "\n" not in str(error.value)
+    with pytest.raises(PicoGPTError, match="no Chinese character token for 㐀 a;"):
+        verse(wordpiece(), "春㐀a")
+    with speaking("zh"), pytest.raises(PicoGPTError, match="藏头"):
+        verse(wordpiece(), "春㐀")
+    with pytest.raises(PicoGPTError, match="line=0 is not a whole number"):
+        verse(wordpiece(), line=0)
+
+
+def test_a_poem_longer_than_n_tokens_is_refused_before_any_token():
+    encoder = wordpiece()
+    params = random_params(encoder.n_vocab)
+    with pytest.raises(PicoGPTError, match="takes 24 tokens, but n_tokens=23"):
+        generate([101], params, 2, 23, constraint=verse(encoder, "春夏秋冬", 5))
+    with pytest.raises(PicoGPTError, match="made for 21128 tokens, but the model has 50"):
+        generate([0], random_params(50), 2, 30, constraint=verse(encoder, "春夏秋冬", 5))
+
+
+def test_the_command_writes_an_acrostic_on_a_uer_model(small):  # noqa: F811
+    folder, _ = small
+    for args in ([], ["--top_k", "40", "--seed", "2"], ["--n_samples", "2", "--top_k", "9"]):
+        done = picogpt("", "--hf", str(folder), "--acrostic", "春夏秋冬", "--line", "7", *args)
+        assert done.returncode == 0, done.stderr
+        poems = [t for t in done.stdout.splitlines() if t and not t.startswith("=")]
+        assert poems and all(re.fullmatch(form("春夏秋冬", 7, False), p) for p in poems), poems
+
+
+def test_a_missing_character_is_refused_before_the_weights_are_read(small, tmp_path):  # noqa: F811
+    """The folder's weights are damaged here: the line names the character, not the file."""
+    import shutil
+
+    folder = shutil.copytree(small[0], tmp_path / "uer")
+    (folder / "model.safetensors").write_bytes(b"not weights")
+    done = picogpt("", "--hf", str(folder), "--acrostic", "春𠀀")
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+    assert "𠀀" in done.stderr and "safetensors" not in done.stderr
+
+
+def test_the_command_refuses_gpt2_before_loading_anything(tmp_path):
+    done = picogpt("", "--acrostic", "春夏", "--models_dir", str(tmp_path),
+                   "--base_url", "http://127.0.0.1:9")
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+    assert "one token per Chinese character" in done.stderr and not any(tmp_path.iterdir())
+    done = picogpt("", "--line", "0", "--models_dir", str(tmp_path))
+    assert done.returncode == 1 and "line=0" in done.stderr
+
+
+def test_every_message_of_the_constraints_has_chinese():
+    """Each _("...") in constraints.py, generate.py and cli/run.py has an entry in the zh_CN
+    catalog (a message without one would be shown in English to a Chinese reader)."""
+    import ast
+    from pathlib import Path
+
+    import picogpt
+    from picogpt.errors import catalog
+
+    root = Path(picogpt.__file__).parent
+    messages = [node.args[0].value for name in ("constraints.py", "generate.py", "cli/run.py")
+                for node in ast.walk(ast.parse((root / name).read_text()))
+                if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "_"
+                and isinstance(node.args[0], ast.Constant)]
+    assert len(messages) >= 8
+    missing = [m for m in messages if catalog("zh").gettext(m) == m]
+    assert not missing, missing
