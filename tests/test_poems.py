@@ -1,4 +1,4 @@
-"""The poems task (poems.py and `python -m picogpt.train --task poems`): the cleaner on a
+"""The poems task (files/poems.py and `python -m picogpt.train --task poems`): the cleaner on a
 fortune file's format, the held-out split, the held-out loss against a sum made in the test,
 the kept-length share, and a CI-sized run whose held-out loss beats its
 bigram baseline."""
@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from test_load import assert_one_line_error
 
-from picogpt import poems
 from picogpt.chars import Chars, count_chars
 from picogpt.cli.poems import train_poems
 from picogpt.errors import PicoGPTError
+from picogpt.files import poems
 from picogpt.model import gpt2, softmax
 from picogpt.train import held_out_loss, init_params
 

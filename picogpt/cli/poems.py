@@ -1,6 +1,6 @@
 """`python -m picogpt.train --task poems`: a character-level GPT-2 of classical Chinese verse.
 
-The poems, their cleaning, the held-out verses and the kept-length share are picogpt/poems.py's;
+The poems, their cleaning, the held-out verses and the kept-length share are files/poems.py's;
 the character vocabulary is picogpt/chars.py's; the run (measurements beside the unigram and
 bigram baselines, checkpoints, Ctrl-C, --resume, the best model) is cli/training.py's. This room
 chooses the recipe (its flags' defaults, measured in docs/poems.md), reads the poems, draws each
@@ -16,8 +16,7 @@ import numpy as np
 from ..chars import Chars, count_chars
 from ..errors import PicoGPTError, _, whole_number
 from ..files.load import load_encoder_hparams_and_params
-from ..ngram import bigram_loss, unigram_loss
-from ..poems import (
+from ..files.poems import (
     FORTUNES,
     first_halves,
     is_verse,
@@ -29,6 +28,7 @@ from ..poems import (
     sample,
     split_poems,
 )
+from ..ngram import bigram_loss, unigram_loss
 from ..train import batches, held_out_loss, init_params
 from .checkpoint import check_free
 from .command import run_command

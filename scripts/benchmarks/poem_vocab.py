@@ -16,8 +16,8 @@ from picogpt.cli.prepare import find_vocab
 from picogpt.encoder import Encoder
 from picogpt.fasttrain import loss_and_grads
 from picogpt.files.load import read_encoder
+from picogpt.files.poems import read_fortunes
 from picogpt.merges import bpe_files, learn_merges
-from picogpt.poems import read_fortunes
 from picogpt.train import adamw, init_params
 from picogpt.wordpiece import WordPiece
 from scripts.fixtures.bert_vocab import chinese_vocab

@@ -1,4 +1,4 @@
-"""The poems task's data: classical Chinese verse and sayings, cleaned, split and measured.
+"""The poems task's data: classical Chinese verse and sayings, read, cleaned, split and measured.
 
 Owns reading poems (Debian's fortunes-zh files, chinese-poetry's poet.*.json files, or a UTF-8
 text with one poem per paragraph), the cleaner that keeps only classical Chinese, the split
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .generate import generate
-from .wordpiece import is_chinese
+from ..generate import generate
+from ..wordpiece import is_chinese
 
 FORTUNES = Path("/usr/share/games/fortunes")  # where Debian's fortunes-zh puts its files
 FORTUNE_FILES = ("tang300", "song100", "chinese")  # 唐诗三百首, 宋词一百首, sayings and verse
