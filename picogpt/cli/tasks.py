@@ -1,5 +1,5 @@
 """`python -m picogpt.train --task NAME`: training runs whose data a task makes (picogpt/
-induction.py's random runs; the poems task, cli/poems.py, reads picogpt/poems.py's classical
+induction.py's random runs; the poems task, cli/poems.py, reads files/poems.py's classical
 poems), with the task's recipe as the flags' defaults."""
 
 import sys

@@ -223,15 +223,18 @@ const Views = (() => {
     // the picture fits the page's width beside the query labels, at most 480 px
     const room = document.getElementById("attn-wrap").clientWidth - 120;
     const big = document.getElementById("attn"), scale = Math.max(1, Math.floor(Math.min(480, room) / n));
-    const size = Math.min(12, scale) + "px";  // a label per row (queries) and per column (keys)
+    // a label per row (queries) and per column (keys): its line as tall as its row (as wide as
+    // its column), the font a sixth smaller, so that a glyph's box (a Chinese character's, a
+    // byte pair's turned on its side) stays inside it and never touches the next label's
+    const size = Math.max(1, Math.min(12, Math.floor(scale * 5 / 6))) + "px";
     const names = labelled(toks, characters);
     for (const [axis, long] of [["attn-x", "width"], ["attn-y", "height"]]) {
       const labels = document.getElementById(axis);
       labels.replaceChildren();
       for (let i = 0; i < n; i++) {
         const label = el("span", {class: "label", title: `${A.first + i}`}, names[A.first + i]);
-        label.style[long] = scale + "px";
-        label.style.fontSize = label.style.lineHeight = size;
+        label.style[long] = label.style.lineHeight = scale + "px";
+        label.style.fontSize = size;
         labels.append(label);
       }
     }
