@@ -3,6 +3,9 @@ in the test, round trips of any text it covers (English, Chinese, spaces, line b
 model folder's chars.json read back by files/vocab.py as every picogpt mode reads it."""
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -61,3 +64,23 @@ def test_a_model_folders_chars_json_is_read_as_the_same_vocabulary(tmp_path):
     (tmp_path / "vocab.txt").write_text("[CLS]\n", encoding="utf-8")
     with pytest.raises(PicoGPTError, match="two kinds of vocabulary"):
         read_vocab(tmp_path, "train it again")
+
+
+def test_the_train_command_writes_a_character_model_every_picogpt_mode_reads(tmp_path):
+    text = tmp_path / "book.txt"
+    text.write_text("\n\n".join(f"It was the best of times, {i % 7} times.\n"
+                                "床前明月光，疑是地上霜。" for i in range(60)), encoding="utf-8")
+    models = tmp_path / "models"
+    done = subprocess.run([sys.executable, "-m", "picogpt.train", str(text), "--vocab", "chars",
+                           "--name", "c", "--models_dir", str(models), "--steps", "3",
+                           "--n_layer", "1", "--n_embd", "16", "--n_head", "2", "--n_ctx", "16",
+                           "--curve_every", "3"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    tokens = json.loads((models / "c" / "chars.json").read_text(encoding="utf-8"))
+    assert "\n" in tokens and "月" in tokens and tokens[-2:] == [UNKNOWN, START]
+    picogpt = Path(sys.executable).parent / "picogpt"
+    scored = subprocess.run([str(picogpt), "床前明月光，\nIt was", "--model_size", "c",
+                             "--models_dir", str(models), "--score"], capture_output=True,
+                            text=True)
+    assert scored.returncode == 0, scored.stderr
+    assert "13 tokens" in scored.stdout + scored.stderr  # one a character, after <|start|>
