@@ -69,7 +69,6 @@ def train_poems(task: str = "poems", name: str = "shi", models_dir: str = "model
             the model kept is the one with the lowest held-out loss. Saved as curve.json.
     """
     whole_number("n_ctx", n_ctx, 8, hint="a half-line and what follows it must fit")
-    whole_number("n_ctx", n_ctx, 8, hint="a half-line and what follows it must fit")
     sizes = {"n_layer": n_layer, "n_head": n_head, "n_embd": n_embd, "n_ctx": n_ctx,
              "n_batch": n_batch, "steps": steps, "curve_every": curve_every}
     check_settings(sizes, lr, seed, 0.0, 8000)  # memory: about as many rows as characters
