@@ -32,6 +32,11 @@ from .model import future_mask, merge_heads, split_heads
 ROWS = 16
 
 
+def cores() -> int:
+    """The cores this process may run on (as OpenBLAS counts them; `taskset` limits both)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
 def layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray,
                eps: float = 1e-5) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """model.layer_norm, and what its backward reads: the normalised x and 1 / std."""
@@ -169,7 +174,7 @@ def softmax_cross_entropy_(logits: np.ndarray, targets: np.ndarray,
         part /= total * n_rows  # p / n_rows: the loss is the mean over the rows
         log_total[start : start + ROWS] = (np.log(total) + top)[:, 0]
 
-    with ThreadPoolExecutor(threads or os.cpu_count() or 1) as pool:
+    with ThreadPoolExecutor(threads or cores()) as pool:
         list(pool.map(one_slice, range(0, n_rows, ROWS)))
     logits[rows, targets] -= 1 / n_rows
     return float(np.mean(log_total - picked))  # -log p = log(sum exp) - logit
@@ -179,7 +184,7 @@ def loss_and_grads(inputs: np.ndarray, targets: np.ndarray, params: dict, n_head
                    threads: int | None = None) -> tuple[float, dict]:
     """backward.loss_and_grads: the mean cross-entropy (nats) and every gradient, in params'
     structure. inputs, targets: [n_batch, n_seq] ids; threads share the logits' element-wise
-    work (default: one per core)."""
+    work (default: one per core this process may use)."""
     inputs, targets = np.atleast_2d(inputs), np.atleast_2d(targets)
     wte, wpe = params["wte"], params["wpe"]
     n_seq = inputs.shape[-1]
