@@ -10,7 +10,8 @@ Two limits, measured with NumPy (OpenBLAS) on every thread this process may use:
 From them, the most each figure could reach, with the arithmetic printed beside it:
 - decoding one sample reads every weight once a token: at most bandwidth / bytes of weights;
 - eight samples read the weights once a step for all eight, so at most eight times that, unless
-  the step's products (8 rows) take longer than the read at their own measured FLOP/s;
+  the step's products take longer: a whole step's products at the 124M shape are timed for 1
+  and 8 rows in each layout NumPy can hand OpenBLAS (x @ w, w.T @ x.T, row by row);
 - prefill and a training step are products: FLOPs a token over the GEMM FLOP/s (a training step
   is three products per forward one: the forward, the gradient of the input, of the weights).
 docs/performance.md divides each measured figure by its limit.
@@ -45,6 +46,33 @@ def gemm_flops(m: int, k: int, n: int, seconds: float = 2.0) -> float:
     return 2 * m * k * n / best
 
 
+def decode_products(n_rows: int, seconds: float = 3.0) -> dict[str, float]:
+    """Seconds of one decode step's products at the 124M shape (12 blocks' four matrices and
+    the unembedding, 495 MB of weights, far beyond the cache) for n_rows rows, in each layout
+    NumPy can give OpenBLAS: x @ w; w.T @ x.T against a transposed copy of the weights kept
+    (the rows as the small N dimension); one matrix-vector product per row. Best of repeats."""
+    rng = np.random.default_rng(0)
+    e, v = GPT2_124M["n_embd"], GPT2_124M["n_vocab"]
+    shapes = [(e, 3 * e), (e, e), (e, 4 * e), (4 * e, e)] * GPT2_124M["n_layer"] + [(e, v)]
+    weights = [rng.standard_normal(shape, dtype=np.float32) for shape in shapes]
+    transposed = [np.ascontiguousarray(w.T) for w in weights]
+    rows = [rng.standard_normal((n_rows, w.shape[0]), dtype=np.float32) for w in weights]
+    layouts = {"x @ w": lambda: [x @ w for x, w in zip(rows, weights)],
+               "w.T @ x.T": lambda: [t @ x.T for x, t in zip(rows, transposed)],
+               "row by row": lambda: [[r @ w for r in x] for x, w in zip(rows, weights)]}
+    best = {}
+    for name, run in layouts.items():
+        run()
+        times, spent = [], 0.0
+        while spent < seconds:
+            start = time.perf_counter()
+            run()
+            times.append(time.perf_counter() - start)
+            spent += times[-1]
+        best[name] = min(times)
+    return best
+
+
 def forward_flops(hparams: dict, n_seq: int, n_rows: int) -> float:
     """FLOPs of one forward pass over n_rows positions of windows n_seq long: the products."""
     n_embd, n_layer = hparams["n_embd"], hparams["n_layer"]
@@ -73,12 +101,12 @@ def main() -> None:
     decode = bandwidth / per_token
     print(f"decode, 124M: {per_token / 1e6:.0f} MB of weights a token -> at most "
           f"{decode:.0f} tok/s (KV cache not counted)")
-    # the products of eight rows at the 8-row GEMM's measured speed, tokens a second
-    eight_compute = shapes["8 samples, 8 x 768 x 3072 (c_fc)"] / forward_flops(GPT2_124M, 16, 1)
-    eight = min(8 * decode, eight_compute)
-    print(f"8 samples: reading the weights once a step, at most {8 * decode:.0f} tok/s; their "
-          f"products at the 8-row GEMM's speed, at most {eight_compute:.0f} tok/s; so at most "
-          f"{eight:.0f} tok/s, {eight / decode:.1f}x one sample's limit")
+    print(f"8 samples: reading the weights once a step, at most {8 * decode:.0f} tok/s "
+          f"({8 * decode / decode:.0f}x one sample's limit), unless their products are slower:")
+    for n_rows in (1, 8):
+        for name, seconds in decode_products(n_rows, args.seconds).items():
+            print(f"  {n_rows} row(s), a step's products as {name}: {seconds * 1e3:.1f} ms -> "
+                  f"at most {n_rows / seconds:.0f} tok/s")
     prefill = forward_flops(GPT2_124M, 512, 512) / 512
     print(f"prefill 512, 124M: {prefill / 1e6:.0f} MFLOP a token (every position's logits; "
           f"generation keeps the last only: {(prefill - 2 * 50257 * e) / 1e6:.0f}) -> at most "
