@@ -1,8 +1,9 @@
 """Training a small GPT-2 in NumPy: initial weights, AdamW, the schedule, batches, the loop.
 
 The gradients come from fasttrain.py's `loss_and_grads` (backward.py's, in fewer passes over
-memory; tests hold the two equal); this module learns with them: GPT-2's initial weights, one AdamW step, the learning rate at each step, random windows of a text, and
-the loop with its progress bar. The command that reads a text and writes a model folder,
+memory; tests hold the two equal); this module learns with them: GPT-2's initial weights, one
+AdamW step, the learning rate at each step, random windows of a text, and the loop with its
+progress bar. The command that reads a text and writes a model folder,
 `python -m picogpt.train`, is picogpt/cli/train.py; running this module runs it.
 
     python -m picogpt.train book.txt --name mine --steps 600
