@@ -1,8 +1,9 @@
 """Training a small GPT-2 in NumPy: initial weights, AdamW, the schedule, batches, the loop.
 
-The gradients come from backward.py (`loss_and_grads`); this module learns with them: GPT-2's
-initial weights, one AdamW step, the learning rate at each step, random windows of a text, and
-the loop with its progress bar. The command that reads a text and writes a model folder,
+The gradients come from fasttrain.py's `loss_and_grads` (backward.py's, in fewer passes over
+memory; tests hold the two equal); this module learns with them: GPT-2's initial weights, one
+AdamW step, the learning rate at each step, random windows of a text, and the loop with its
+progress bar. The command that reads a text and writes a model folder,
 `python -m picogpt.train`, is picogpt/cli/train.py; running this module runs it.
 
     python -m picogpt.train book.txt --name mine --steps 600
@@ -15,9 +16,10 @@ import sys
 import numpy as np
 from tqdm import tqdm
 
-from .backward import cross_entropy, loss_and_grads
+from .backward import cross_entropy
 from .curve import best_heads, summary
 from .encoder import N_VOCAB
+from .fasttrain import loss_and_grads
 from .model import gpt2
 
 
@@ -66,10 +68,11 @@ def adamw(params: dict, grads: dict, state: dict, lr: float, betas=(0.9, 0.95),
     towards 0, apart from the gradient, as GPT-2-style training does (betas as nanoGPT's)."""
     b1, b2 = betas
     step = state["step"] + 1
-    m = tree_map(lambda m, g: b1 * m + (1 - b1) * g, state.get("m", tree_map(np.zeros_like, grads)),
-                 grads)
-    v = tree_map(lambda v, g: b2 * v + (1 - b2) * (g * g),
-                 state.get("v", tree_map(np.zeros_like, grads)), grads)
+    if "m" not in state:  # the running means start at 0 (made here, not as a .get default,
+        zeros = tree_map(np.zeros_like, grads)  # which would build them on every step)
+        state = {**state, "m": zeros, "v": zeros}
+    m = tree_map(lambda m, g: b1 * m + (1 - b1) * g, state["m"], grads)
+    v = tree_map(lambda v, g: b2 * v + (1 - b2) * (g * g), state["v"], grads)
 
     def update(p, m, v):  # the 1 - b**step terms undo the running means' start at 0
         decay = weight_decay if p.ndim == 2 else 0.0

@@ -8,9 +8,9 @@ picogpt_b), so both run side by side; the weights are loaded once, by version b,
 both.
 Only the public API is timed (`generate`, `score`), so versions with different internals
 compare: greedy decoding of 40 tokens after 16 and after 512 (the prompt's feeding included,
-and timed apart: 512 and 16 tokens then one), 8 samples with top-k 50, and scoring 4,096 tokens
-at stride 512. Rounds alternate a, b, b, a, ... so drift over minutes falls on both; the medians
-and b/a are printed.
+and timed apart: 512 and 16 tokens then one), 1 and 8 samples with top-k 50 (and the ratio of
+their tokens/s), and scoring 4,096 tokens at stride 512. Rounds alternate a, b, b, a, ... so
+drift over minutes falls on both; the medians and b/a are printed.
 Peak memory needs a process of its own: scripts.benchmarks.speed measures it.
 """
 
@@ -35,6 +35,16 @@ def import_as(source: Path, name: str):
     return package
 
 
+def find_module(package: str, *names: str):
+    """The first of package's modules names that exists (a module moved between versions)."""
+    for name in names:
+        try:
+            return importlib.import_module(f"{package}.{name}")
+        except ModuleNotFoundError:
+            continue
+    raise ModuleNotFoundError(f"none of {names} in {package}")
+
+
 def timed(run) -> float:
     """Seconds one call of run takes."""
     start = time.perf_counter()
@@ -52,8 +62,9 @@ def main() -> None:
     args = parser.parse_args()
     versions = {key: import_as(path, f"picogpt_{key}") for key, path in (("a", args.a),
                                                                           ("b", args.b))}
-    loaded = importlib.import_module("picogpt_b.load").load_encoder_hparams_and_params
-    importlib.import_module("picogpt_b.command").reuse_freed_memory()
+    loaded = versions["b"].load_encoder_hparams_and_params
+    command = find_module("picogpt_b", "cli.command", "command")  # before the house move: .command
+    command.reuse_freed_memory()
     _, hparams, params = loaded("124M", args.models_dir)
     n_head = hparams["n_head"]
 
@@ -61,12 +72,15 @@ def main() -> None:
         generate, score = package.generate, importlib.import_module(f"{package.__name__}.score")
         samples = getattr(package, "generate_samples", None)  # older versions: n_samples=8
 
-        def eight():
+        def sampled(n: int):  # n samples of 40 tokens after 16, top-k 50, in one batch
+            if n == 1:
+                return list(generate(random_ids(16), params, n_head, 40, top_k=50, seed=0,
+                                     stop_at_end=False))
             if samples is None:
                 return list(generate(random_ids(16), params, n_head, 40, top_k=50, seed=0,
-                                     n_samples=8, stop_at_end=False))
+                                     n_samples=n, stop_at_end=False))
             return list(samples(random_ids(16), params, n_head, 40, top_k=50, seed=0,
-                                n_samples=8, stop_at_end=False))
+                                n_samples=n, stop_at_end=False))
 
         return {
             "prefill 512 + 1 token (s)": lambda: list(generate(random_ids(512), params, n_head, 1)),
@@ -75,7 +89,8 @@ def main() -> None:
                                                             stop_at_end=False)),
             "decode 40 after 512 (s)": lambda: list(generate(random_ids(512), params, n_head, 40,
                                                              stop_at_end=False)),
-            "8 samples x 40 after 16 (s)": eight,
+            "1 sample x 40 after 16 (s)": lambda: sampled(1),
+            "8 samples x 40 after 16 (s)": lambda: sampled(8),
             "score 4096, stride 512 (s)": lambda: score.score(random_ids(4096), params, n_head,
                                                               stride=512),
         }
@@ -90,6 +105,12 @@ def main() -> None:
     for task in runs["a"]:
         a, b = (statistics.median(times[key, task]) for key in ("a", "b"))
         print(f"{task:30}{a:9.3f}{b:9.3f}{b / a:7.3f}")
+    one, eight = "1 sample x 40 after 16 (s)", "8 samples x 40 after 16 (s)"
+    if one in runs["a"] and eight in runs["a"]:  # tokens/s of 8 samples over one sample's
+        ratios = {key: 8 * statistics.median(times[key, one])
+                  / statistics.median(times[key, eight]) for key in ("a", "b")}
+        print("8 samples / 1 sample, tokens/s: "
+              + ", ".join(f"{key} {ratio:.2f}x" for key, ratio in ratios.items()))
 
 
 if __name__ == "__main__":

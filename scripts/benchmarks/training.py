@@ -1,12 +1,16 @@
-"""Training speed: picogpt's NumPy backward pass and AdamW against the same model in torch.
+"""Training speed: picogpt's training step against the same model in torch.
 
-Both train a GPT-2 of the same shape (default: train.py's, 2 layers, 4 heads, n_embd 128,
-n_ctx 128) on the same random batches, float32, on 2 threads: picogpt with loss_and_grads and
-adamw, torch with transformers' GPT2LMHeadModel, cross-entropy, backward and torch.optim.AdamW
-(decay on matrices only, as train.py). Each engine runs in a child process of its own, so its
-memory peak is its own; rounds alternate between the two, and the ratio is of medians.
+Each engine trains a GPT-2 of the same shape on random batches, float32, on 2 threads:
+- `picogpt`: the step train.py's loop takes, fasttrain.loss_and_grads and train.adamw;
+- `backward`: the readable step, backward.loss_and_grads and train.adamw (with --backward);
+- `torch`: transformers' GPT2LMHeadModel, cross-entropy, backward and torch.optim.AdamW (decay
+  on matrices only, as train.py).
+Shapes: `default` is train.py's (GPT-2's 50,257 tokens, 2 layers, 4 heads, n_embd 128, n_ctx 128,
+16 windows a step), `poems` the poems recipe's (a 6,000-character vocabulary, 4 layers, n_ctx
+64, 32 windows). Each engine runs in a child process of its own, so its memory peak is its own;
+rounds alternate between the engines, and each ratio is of medians.
 
-    python -m scripts.benchmarks.training --rounds 3 --steps 8
+    python -m scripts.benchmarks.training --rounds 3 --steps 8 --shape default poems
 
 It also splits picogpt's step into its parts, to show where the time goes.
 """
@@ -19,8 +23,12 @@ import time
 
 from scripts.benchmarks.common import alternate, run_child
 
-HPARAMS = {"n_vocab": 50257, "n_ctx": 128, "n_embd": 128, "n_head": 4, "n_layer": 2}
-
+SHAPES = {"default": ({"n_vocab": 50257, "n_ctx": 128, "n_embd": 128, "n_head": 4,
+                       "n_layer": 2}, 16),
+          "poems": ({"n_vocab": 6000, "n_ctx": 64, "n_embd": 128, "n_head": 4, "n_layer": 4},
+                    32)}
+HPARAMS = dict(SHAPES["default"][0])  # the shape a child trains, set from its --shape
+PARTS = ("block_forward", "softmax_cross_entropy_", "block_backward")  # fasttrain's, timed
 
 
 def run_steps(step, steps: int, n_batch: int, before=lambda: None) -> dict:
@@ -35,6 +43,7 @@ def run_steps(step, steps: int, n_batch: int, before=lambda: None) -> dict:
     seconds = time.perf_counter() - start
     return {"tokens_per_s": steps * n_batch * HPARAMS["n_ctx"] / seconds, "seconds": seconds}
 
+
 def timer(function, name: str, spent: dict):
     """function, adding the seconds each call takes to spent[name]."""
     def timed(*args, **kwargs):
@@ -45,10 +54,12 @@ def timer(function, name: str, spent: dict):
     return timed
 
 
-def numpy_steps(steps: int, n_batch: int, parts: bool) -> dict:
+def numpy_steps(engine: str, steps: int, n_batch: int, parts: bool) -> dict:
     import numpy as np
 
-    from picogpt import backward, train
+    from picogpt import backward, fasttrain, train
+
+    step_grads = fasttrain.loss_and_grads if engine == "picogpt" else backward.loss_and_grads
 
     rng = np.random.default_rng(0)
     params, state = train.init_params(HPARAMS, rng), {"step": 0}
@@ -56,15 +67,14 @@ def numpy_steps(steps: int, n_batch: int, parts: bool) -> dict:
     data = train.batches(ids, n_batch, HPARAMS["n_ctx"], rng)
     spent = {}
     if parts:  # time each part by wrapping the functions loss_and_grads calls
-        for name in ("trace", "cross_entropy", "transformer_block_backward",
-                     "embed_backward", "layer_norm_backward"):
-            setattr(backward, name, timer(getattr(backward, name), name, spent))
+        for name in PARTS:
+            setattr(fasttrain, name, timer(getattr(fasttrain, name), name, spent))
 
     def step():
         inputs, targets = next(data)
         nonlocal params, state
         start = time.perf_counter()
-        _, grads = backward.loss_and_grads(inputs, targets, params, HPARAMS["n_head"])
+        _, grads = step_grads(inputs, targets, params, HPARAMS["n_head"])
         middle = time.perf_counter()
         params, state = train.adamw(params, grads, state, 1e-3)
         spent["loss_and_grads"] = spent.get("loss_and_grads", 0.0) + middle - start
@@ -104,22 +114,23 @@ def torch_steps(steps: int, n_batch: int) -> dict:
     return run_steps(step, steps, n_batch)
 
 
-def child(engine: str, steps: int, n_batch: int, parts: bool) -> None:
+def child(engine: str, shape: str, steps: int, n_batch: int, parts: bool) -> None:
+    HPARAMS.update(SHAPES[shape][0])
     if engine == "torch":
         import torch
 
         torch.set_num_threads(2)
         result = torch_steps(steps, n_batch)
     else:
-        result = numpy_steps(steps, n_batch, parts)
+        result = numpy_steps(engine, steps, n_batch, parts)
     result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(result))
 
 
-def run(engine: str, steps: int, n_batch: int, parts: bool = False) -> dict:
+def run(engine: str, shape: str, steps: int, parts: bool = False) -> dict:
     """One engine's figures, measured in a child process of its own."""
-    return json.loads(run_child("scripts.benchmarks.training", "--child", engine, "--steps",
-                                str(steps), "--n_batch", str(n_batch), *["--parts"] * parts,
+    return json.loads(run_child("scripts.benchmarks.training", "--child", engine, "--shape",
+                                shape, "--steps", str(steps), *["--parts"] * parts,
                                 env={"OMP_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "2"}))
 
 
@@ -127,37 +138,40 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=8)
-    parser.add_argument("--n_batch", type=int, default=16)
-    parser.add_argument("--child", choices=["numpy", "torch"])
+    parser.add_argument("--shape", nargs="+", choices=list(SHAPES), default=list(SHAPES))
+    parser.add_argument("--backward", action="store_true",
+                        help="also time backward.py's readable step")
+    parser.add_argument("--child", choices=["picogpt", "backward", "torch"])
     parser.add_argument("--parts", action="store_true")
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.steps, args.n_batch, args.parts)
+        child(args.child, args.shape[0], args.steps, SHAPES[args.shape[0]][1], args.parts)
         return
-    results = alternate(args.rounds, {engine: lambda engine=engine: run(engine, args.steps,
-                                                                        args.n_batch)
-                                      for engine in ("numpy", "torch")})
-    split = run("numpy", args.steps, args.n_batch, parts=True)
-    speeds = {engine: statistics.median(r["tokens_per_s"] for r in runs)
-              for engine, runs in results.items()}
-    print(f"shape {HPARAMS}, batch {args.n_batch} x {HPARAMS['n_ctx']}, float32, 2 threads, "
-          f"{args.rounds} rounds of {args.steps} steps")
-    for engine, runs in results.items():
-        per_round = ", ".join(f"{r['tokens_per_s']:,.0f}" for r in runs)
-        peak = max(r["peak_rss_mib"] for r in runs)
-        print(f"{engine:6s} tokens/s per round: {per_round}; median {speeds[engine]:,.0f}; "
-              f"peak memory {peak:,.0f} MiB")
-    print(f"picogpt / torch: {speeds['numpy'] / speeds['torch']:.2f}x")
-    total = split["seconds"]
-    parts = split["parts"]
-    inside = sum(parts[name] for name in ("trace", "cross_entropy",
-                                          "transformer_block_backward", "embed_backward",
-                                          "layer_norm_backward"))
-    rows = {**{name: parts[name] for name in parts if name not in ("loss_and_grads",)},
-            "unembedding matmuls and the rest": parts["loss_and_grads"] - inside}
-    print(f"where picogpt's time goes ({total:.2f} s for {args.steps} steps, timed apart):")
-    for name, seconds in sorted(rows.items(), key=lambda item: -item[1]):
-        print(f"  {name:34s} {seconds / total:6.1%}")
+    engines = ["picogpt", "torch", *["backward"] * args.backward]
+    for shape in args.shape:
+        results = alternate(args.rounds, {engine: lambda engine=engine, shape=shape: run(
+            engine, shape, args.steps) for engine in engines})
+        split = run("picogpt", shape, args.steps, parts=True)
+        speeds = {engine: statistics.median(r["tokens_per_s"] for r in runs)
+                  for engine, runs in results.items()}
+        print(f"shape {shape}: {SHAPES[shape][0]}, batch {SHAPES[shape][1]} x "
+              f"{SHAPES[shape][0]['n_ctx']}, float32, 2 threads, {args.rounds} rounds of "
+              f"{args.steps} steps")
+        for engine, runs in results.items():
+            per_round = ", ".join(f"{r['tokens_per_s']:,.0f}" for r in runs)
+            peak = max(r["peak_rss_mib"] for r in runs)
+            print(f"  {engine:8s} tokens/s per round: {per_round}; median "
+                  f"{speeds[engine]:,.0f}; peak memory {peak:,.0f} MiB")
+        for engine in engines:
+            if engine != "torch":
+                print(f"  {engine} / torch: {speeds[engine] / speeds['torch']:.2f}x")
+        total, parts = split["seconds"], split["parts"]
+        rows = {**{name: parts[name] for name in (*PARTS, "adamw")},
+                "the unembedding's products, embedding, ln_f":
+                parts["loss_and_grads"] - sum(parts[name] for name in PARTS)}
+        print(f"  where picogpt's time goes ({total:.2f} s for {args.steps} steps, timed apart):")
+        for name, seconds in sorted(rows.items(), key=lambda item: -item[1]):
+            print(f"    {name:44s} {seconds / total:6.1%}")
 
 
 if __name__ == "__main__":

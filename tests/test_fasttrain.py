@@ -1,0 +1,72 @@
+"""fasttrain.py's training step against backward.py's readable one and torch's autograd."""
+
+import numpy as np
+import pytest
+from test_train import SHAPES, batch, float64, random_params, torch_loss_and_grads
+
+from picogpt import backward, fasttrain
+from picogpt.files.params import flatten
+from picogpt.train import adamw, learn, learning_rate
+from scripts.fixtures.reference import hf_name
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_loss_and_every_gradient_equal_torch_autograd(shape):
+    """float64 both sides, a batch of 2 (the second shape's 22 rows end in a partial slice of
+    the fused softmax). Tolerance as backward.py's own test: 1e-4 of the largest entry."""
+    hparams, n_seq = SHAPES[shape]
+    params = random_params(hparams, seed=1)
+    inputs, targets = batch(hparams, n_seq, seed=2)
+    loss, grads = fasttrain.loss_and_grads(inputs, targets, float64(params), hparams["n_head"])
+    their_loss, theirs = torch_loss_and_grads(hparams, params, inputs, targets)
+    assert isinstance(loss, float) and abs(loss - their_loss) < 1e-10
+    ours = flatten(grads)
+    assert ours.keys() == flatten(params).keys()
+    for name, ours_one in ours.items():
+        theirs_one = theirs[hf_name(f"model/{name.replace('.', '/')}")]
+        assert ours_one.shape == theirs_one.shape, name
+        np.testing.assert_allclose(ours_one, theirs_one, rtol=0,
+                                   atol=1e-4 * np.abs(theirs_one).max(), err_msg=name)
+
+
+POEMS = {"n_vocab": 6000, "n_ctx": 64, "n_embd": 128, "n_head": 4, "n_layer": 4}
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_float32_equals_backward_py_at_the_poems_shape(threads):
+    """float32, 8 windows of 64 at the poems recipe's shape, any number of threads. The
+    loss within 1e-6 relative and each gradient within 2e-5 of its largest entry: float32
+    sums in another order (measured: 1e-7 and 1.2e-6)."""
+    params = random_params(POEMS, seed=8)
+    rng = np.random.default_rng(9)
+    ids = rng.integers(0, POEMS["n_vocab"], (8, 65))
+    ids[3, 10:20] = ids[0, 40:50]  # tokens seen twice add their embeddings' gradients
+    kept = {name: array.copy() for name, array in flatten(params).items()}
+    loss, grads = fasttrain.loss_and_grads(ids[:, :-1], ids[:, 1:], params, 4, threads)
+    their_loss, theirs = backward.loss_and_grads(ids[:, :-1], ids[:, 1:], params, 4)
+    assert abs(loss - their_loss) < 1e-6 * their_loss
+    theirs = flatten(theirs)
+    for name, ours in flatten(grads).items():
+        assert ours.dtype == np.float32 and ours.shape == theirs[name].shape, name
+        np.testing.assert_allclose(ours, theirs[name], rtol=0,
+                                   atol=2e-5 * np.abs(theirs[name]).max(), err_msg=name)
+    for name, array in flatten(params).items():  # the params are left as they were
+        np.testing.assert_array_equal(array, kept[name], err_msg=name)
+
+
+def test_the_training_loop_takes_the_readable_steps():
+    """Three steps of train.learn equal three steps written here with backward.py and adamw.
+    float64: the key bias's gradient is 0 but for round-off (a softmax ignores a shift), and in
+    float32 Adam scales that round-off up to steps of lr / 10 in either direction."""
+    hparams = {"n_vocab": 300, "n_ctx": 16, "n_embd": 32, "n_head": 4, "n_layer": 2}
+    params = float64(random_params(hparams, seed=10))
+    rng = np.random.default_rng(11)
+    windows = [(ids[:, :-1], ids[:, 1:]) for ids in rng.integers(0, 300, (3, 4, 17))]
+    learned, _ = learn(params, iter(windows), 3, 1e-2, 1, 4, {"loss": []}, 50)
+    theirs, state = params, {"step": 0}
+    for step, (inputs, targets) in enumerate(windows):
+        _, grads = backward.loss_and_grads(inputs, targets, theirs, 4)
+        theirs, state = adamw(theirs, grads, state, learning_rate(step, 3, 1e-2, 1))
+    ours, theirs = flatten(learned), flatten(theirs)
+    for name in theirs:
+        np.testing.assert_allclose(ours[name], theirs[name], rtol=0, atol=1e-10, err_msg=name)
