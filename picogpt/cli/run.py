@@ -38,7 +38,8 @@ MODEL_ARGS = """
         base_url: Where to download models from; defaults to $PICOGPT_BASE_URL, then OpenAI's.
         hf: Instead of OpenAI's files, run a GPT-2 saved in Hugging Face's format: a folder
             with config.json, model.safetensors and its tokenizer (vocab.json and merges.txt,
-            or BERT's vocab.txt as uer/gpt2-chinese-poem's), or a model id of the hub (gpt2,
+            BERT's vocab.txt as uer/gpt2-chinese-poem's, or the tokenizer.json transformers 5
+            saves), or a model id of the hub (gpt2,
             distilgpt2, uer/gpt2-chinese-cluecorpussmall). A model id not in the Hugging Face
             cache is downloaded there once (those files only), with huggingface_hub and its
             settings (HF_ENDPOINT, HF_HOME, HF_HUB_OFFLINE, HF_TOKEN).
