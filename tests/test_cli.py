@@ -242,8 +242,7 @@ def test_unicode_prompts_reach_the_encoder_and_the_text_is_the_librarys(tiny, vo
     (["--top_k", "20", "--temperature", "0.5"], {"top_k": 20, "temperature": 0.5}),
     (["--top_p", "0.7"], {"top_p": 0.7}),
     (["--top_k", "40", "--repetition_penalty", "3"], {"top_k": 40, "repetition_penalty": 3.0}),
-    (["-r", "3", "--top_k", "40"], {"top_k": 40, "repetition_penalty": 3.0}),
-], ids=["temperature", "top_p", "repetition_penalty", "-r"])
+], ids=["temperature", "top_p", "repetition_penalty"])
 def test_sampling_flags_reach_the_engine(tiny, vocab_dir, flags, settings):
     """The CLI's text is the library's with the same settings, and not the text without the
     flag under test (so a flag that was dropped on the way would show)."""

@@ -45,24 +45,37 @@ def read_described(folder: Path, fix: str, gpt2: bool):
     if not isinstance(config, dict):
         raise PicoGPTError(f"{folder / WORDPIECE_FILES[1]} is not a JSON object of tokenizer "
                            f"settings; {fix}.")
-    vocab, names = described["vocab"], (f"{path}'s model.vocab", f"{path}'s model.merges")
     if described["kind"] == "bpe":
-        stated = {name: config.get(name) for name in ("bos_token", "eos_token")}
-        stated = {name: value.get("content") if isinstance(value, dict) else value
-                  for name, value in stated.items()}
-        for name, value in [*stated.items(), ("add_prefix_space", config.get("add_prefix_space"))]:
-            if value not in (None, False, SPECIAL):
-                raise PicoGPTError(_("{file} sets {name} to {value}; picogpt's byte-level BPE adds "
-                                     "no space before a text and begins and ends one with {end}. "
-                                     "{fix}.").format(file=folder / WORDPIECE_FILES[1], name=name,
-                                                      value=repr(value), end=SPECIAL,
-                                                      fix=fix[0].upper() + fix[1:]))
-        check_added(path, described["added"], vocab, {SPECIAL}, fix)
-        return bpe_encoder(vocab, described["merges"], (N_VOCAB, N_MERGES) if gpt2 else None,
-                           names, fix)
+        return bpe_described(folder, described, config, gpt2, fix)
     if gpt2:
         raise PicoGPTError(f"{path} holds a WordPiece vocabulary, not GPT-2's encoder.json and "
                            f"vocab.bpe; {fix}.")
+    return wordpiece_described(folder, described, config, fix)
+
+
+def bpe_described(folder: Path, described: dict, config: dict, gpt2: bool, fix: str):
+    """An Encoder of tokenizer.json's byte-level BPE; tokenizer_config.json may name no other
+    start or end token than <|endoftext|>, nor add a space before a text."""
+    path = folder / TOKENIZER_JSON
+    stated = {name: config.get(name) for name in ("bos_token", "eos_token", "add_prefix_space")}
+    for name, value in stated.items():
+        value = value.get("content") if isinstance(value, dict) else value
+        if value not in (None, False, SPECIAL):
+            raise PicoGPTError(_("{file} sets {name} to {value}; picogpt's byte-level BPE adds "
+                                 "no space before a text and begins and ends one with {end}. "
+                                 "{fix}.").format(file=folder / WORDPIECE_FILES[1], name=name,
+                                                  value=repr(value), end=SPECIAL,
+                                                  fix=fix[0].upper() + fix[1:]))
+    check_added(path, described["added"], described["vocab"], {SPECIAL}, fix)
+    return bpe_encoder(described["vocab"], described["merges"],
+                       (N_VOCAB, N_MERGES) if gpt2 else None,
+                       (f"{path}'s model.vocab", f"{path}'s model.merges"), fix)
+
+
+def wordpiece_described(folder: Path, described: dict, config: dict, fix: str):
+    """A WordPiece of tokenizer.json's vocab and normalizer, with the special tokens of
+    tokenizer_config.json and special_tokens_map.json, which must state its settings alike."""
+    path, vocab = folder / TOKENIZER_JSON, described["vocab"]
     given = {}
     for name in WORDPIECE_FILES[1:]:
         given.update(config_settings(folder / name, fix))
@@ -81,7 +94,8 @@ def read_described(folder: Path, fix: str, gpt2: bool):
                 stated=repr(given.get(name, BERT_DEFAULTS[name])), path=path, key=keys[name],
                 value=repr(value), fix=fix))
     if sorted(vocab.values()) != list(range(len(vocab))):
-        raise PicoGPTError(f"{names[0]}'s ids are not 0 .. {len(vocab) - 1}, each once; {fix}.")
+        raise PicoGPTError(f"{path}'s model.vocab's ids are not 0 .. {len(vocab) - 1}, each "
+                           f"once; {fix}.")
     settings = {**given, **described["settings"]}
     specials = {settings.get(f"{name}_token", default) for name, default in (
         ("cls", "[CLS]"), ("sep", "[SEP]"), ("unk", "[UNK]"), ("pad", "[PAD]"),
