@@ -9,8 +9,8 @@ memory-map them after comparing each file's size and modification time with the 
 full check of every byte of a 1558M model took 2 s of every start: docs/performance.md), and a
 file whose size or time changed is still used if its CRC-32 matches (a copy that kept every
 byte, such as cp -r); then the manifest records its new stamp, so only that start reads it
-whole. A run never replaces a folder's params/ with half of a new one: a new one
-is written beside it and swapped in with a rename.
+whole. A run never replaces a folder's params/ with half of a new one: a new one is written
+beside it and swapped in with a rename.
 """
 
 import contextlib

@@ -1,27 +1,28 @@
-"""What a tokenizer.json describes, read as the two kinds of vocabulary picogpt runs.
+"""A tokenizer.json, read as one of the two kinds of vocabulary picogpt runs.
 
-Owns reading tokenizer.json, the one file the tokenizers library (and so transformers 5, for
-GPT-2's and BERT's tokenizers alike) saves a tokenizer as: its model, normalizer, pre-tokenizer,
-decoder and added tokens. A byte-level BPE (model "BPE" with its vocab and merges, GPT-2's
-ByteLevel pre-tokenizer and decoder, no normalizer) is read as a token table and a merge list,
-the two things encoder.py's Encoder is built from; a WordPiece (model "WordPiece" with its
-vocab, BertNormalizer, BertPreTokenizer) as a token list and the settings wordpiece.py's
-WordPiece takes (lowercase -> do_lower_case, handle_chinese_chars -> tokenize_chinese_chars,
-strip_accents, the model's unk_token). The tokenizers library is not needed: the file is JSON,
-and what it describes runs in picogpt's own classes. Anything those classes would run
-differently (a Unigram or WordLevel model, a normalizer or pre-tokenizer they do not have, a
-setting they lack) is refused in one line that names it, and so is a tokenizer_config.json
-beside it that states a setting otherwise. The vocabulary is built with vocab.py's checks;
-vocab.py compares it with the older files of the folder. This room never writes.
+transformers 5 saves every tokenizer, GPT-2's and BERT's alike, as tokenizer.json (the tokenizers
+library's file: a model, a normalizer, a pre-tokenizer, a decoder and added tokens) and
+tokenizer_config.json. A byte-level BPE (model "BPE" with its vocab and merges, GPT-2's ByteLevel
+pre-tokenizer and decoder, no normalizer) becomes encoder.py's Encoder; a WordPiece (model
+"WordPiece" with its vocab, BertNormalizer, BertPreTokenizer) becomes wordpiece.py's WordPiece,
+with the normalizer's settings (lowercase -> do_lower_case, handle_chinese_chars ->
+tokenize_chinese_chars, strip_accents) and the model's unk_token. The file is JSON, so the
+tokenizers library is not needed.
+
+Anything those two classes would run differently (a Unigram or WordLevel model, a normalizer or
+pre-tokenizer they lack, a setting they do not have, a token added by a fine-tune) is refused
+in one line that names it, and so is a tokenizer_config.json that states a setting otherwise.
+The vocabulary is built with vocab.py's checks; vocab.py compares it with the older files of the
+folder. Nothing is written.
 """
 
 from pathlib import Path
 
-from ..encoder import SPECIAL
+from ..encoder import N_MERGES, N_VOCAB, SPECIAL
 from ..errors import PicoGPTError, _
 from ..wordpiece import WordPiece
 from .store import read_json
-from .vocab import N_MERGES, N_VOCAB, TOKENIZER_JSON, WORDPIECE_FILES, bpe_encoder
+from .vocab import TOKENIZER_JSON, WORDPIECE_FILES, bpe_encoder
 from .vocab import wordpiece_settings as config_settings
 
 BPE_PARTS = {"normalizer": (None,), "pre_tokenizer": ("ByteLevel",), "decoder": ("ByteLevel",)}
