@@ -316,11 +316,10 @@ def test_help_says_each_flag_whole_and_opens_with_the_command(command):
     import subprocess
     import sys
 
-    from picogpt import induction, train
-    from picogpt.cli import run
+    from picogpt.cli import run, tasks, train
 
     function = {("picogpt.train",): train.train, ("picogpt.train", "--task", "induction"):
-                induction.train_task, ("picogpt",): run.generate_text,
+                tasks.train_task, ("picogpt",): run.generate_text,
                 ("picogpt", "--score"): run.score_text}[tuple(command[1:])]
     done = subprocess.run([sys.executable, *command, "--help"], capture_output=True, text=True,
                           env={**os.environ, "PAGER": "cat"})
