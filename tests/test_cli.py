@@ -168,6 +168,28 @@ def test_true_or_false_flags_mean_what_they_say(tiny, tiny_end, vocab_dir, value
         "Alan Turing", "--models_dir", str(tiny.models_dir)).stdout)
 
 
+def test_every_command_reads_a_true_or_false_flag_alike(capsys):
+    """run_command, which picogpt and python -m picogpt.train (and its --task forms) go
+    through, on a function of the test's own: what the function receives for each spelling."""
+    from picogpt.cli.command import run_command
+
+    def command(text_file: str = "", resume: bool = False, steps: int = 1):
+        return text_file, resume, steps
+
+    for words, expected in [(["--resume"], True), (["--resume=TRUE"], True),
+                            (["--resume=yes"], True), (["--resume=1"], True), ([], False),
+                            (["--resume=False"], False), (["--resume=no"], False),
+                            (["--resume=0"], False)]:
+        assert run_command(command, ["a.txt", *words, "--steps", "3"], "prog", "text_file") == \
+            ("a.txt", expected, 3), words
+    with pytest.raises(SystemExit) as ended:
+        run_command(command, ["a.txt", "--resume=later"], "prog", "text_file")
+    assert ended.value.code == 1
+    assert capsys.readouterr().err == ("picogpt: --resume=later is not true or false; write "
+                                       "--resume or --resume=true to turn it on, --resume=false "
+                                       "to leave it off (1/0 and yes/no work too).\n")
+
+
 def test_no_browser_false_opens_the_browser(tiny, monkeypatch):
     import contextlib
 
