@@ -242,8 +242,9 @@ def main(argv: list[str] | None = None) -> None:
     chosen = {i: mode for i, word in enumerate(argv[:end]) for mode in list(MODES)[1:]
               if word.partition("=")[0] == f"--{mode}"}
     with ending():
-        modes = list(dict.fromkeys(mode for i, mode in chosen.items() if switch(
-            mode, argv[i].partition("=")[2] if "=" in argv[i] else None)))
+        on = {mode for i, mode in chosen.items()
+              if switch(mode, argv[i].partition("=")[2] if "=" in argv[i] else None)}
+        modes = [mode for mode in MODES if mode in on]
         if len(modes) > 1:
             raise PicoGPTError(f"--{modes[0]} and --{modes[1]} are two different commands; "
                                f"choose one.")
