@@ -164,7 +164,7 @@ def test_the_model_folder_runs_in_the_picogpt_command(ci_run, tmp_path):
     assert f"--model_size ci --models_dir {models_dir}" in done.stderr.splitlines()[-1]
     ran = picogpt("t5 t17 t3 t9 t5 t17 t3", *model, "--n_tokens", "3")
     assert ran.returncode == 0, ran.stderr
-    assert ran.stdout == " t9 t5 t17\n"  # the run, continued, spaced after the prompt as decode spaces it
+    assert ran.stdout == " t9 t5 t17\n"  # the run, spaced after "t3" as decode spaces it
     scored = picogpt("t5 t17 t3 t9 t5 t17 t3 t9", *model, "--score")
     assert scored.returncode == 0, scored.stderr
     page = tmp_path / "page.html"
