@@ -5,6 +5,7 @@ Most runs call cli.main in this process (test_load.picogpt); what only a process
 
 import inspect
 import json
+import os
 import re
 
 import numpy as np
@@ -45,6 +46,16 @@ from picogpt.files.load import read_encoder
     (["hi", "--stride", "64"], "--stride works with --score; add --score to score text."),
     (["hi", "--score", "--top", "-1"], "top=-1 is not a whole number from 0 up."),
     (["hi", "--score", "--top", "50258"], "top=50258 is not a whole number from 0 to 50257."),
+    (["hi", "--generate"], "picogpt generates text when no mode is given; drop --generate"),
+    (["hi", "--score", "--generate"], "drop --generate"),
+    (["hi", "--score", "--json=maybe"], "--json=maybe is not true or false; write --json or "
+                                        "--json=true to turn it on, --json=false"),
+    (["hi", "--ignore_end=2"], "--ignore_end=2 is not true or false"),
+    (["hi", "--ignore_end="], "--ignore_end= is not true or false"),
+    (["hi", "--score=maybe"], "--score=maybe is not true or false"),
+    (["hi", "--ignore_end", "false"], "--ignore_end takes its value after an equals sign, as in "
+                                      "--ignore_end=false; 'false' after it reads as a second "
+                                      "prompt."),
 ])
 def test_bad_input_is_one_line_and_exit_code_1(tiny, args, message):
     done = picogpt(*args, "--models_dir", str(tiny.models_dir))
@@ -115,56 +126,85 @@ def test_a_misspelt_flag_is_refused_before_anything_loads(flag, value, guess, tm
     assert not models_dir.exists()
 
 
-def test_the_short_flags_help_shows_work(tiny, tiny_end, vocab_dir, tmp_path):
-    """Each short flag fire's --help lists, in each mode, does what its long flag does, where it
-    changes the output (-h stays help, as everywhere, though fire lists it for --hf)."""
-    shorts = {}
+def test_a_word_with_one_dash_is_text_and_help_lists_no_short_flag(tiny, vocab_dir):
+    """Flags are spelled whole: "-c", which fire would read as --candidates, is a prompt, and
+    --help lists no short form; -h stays help."""
     for mode in ([], ["--score"]):
         done = picogpt(*mode, "--help", env={"PAGER": "cat"})
-        shorts[tuple(mode)] = dict(re.findall(r"^    (-\w), --(\w+)=", done.stdout + done.stderr,
-                                              re.M))
-    assert shorts == {(): {"-r": "repetition_penalty", "-i": "ignore_end", "-c": "candidates",
-                           "-e": "explain", "-a": "acrostic", "-l": "line", "-b": "base_url",
-                           "-h": "hf"},
-                      ("--score",): {"-s": "stride", "-t": "top", "-j": "json", "-b": "base_url",
-                                     "-h": "hf"}}
-    ending = read_encoder(vocab_dir).decode(tiny_end.prompt_ids)  # ends early unless -i
-    long_prompt = long_text(1_000)  # longer than tiny's context: the stride changes the scores
-    cases = {  # short flag: (the rest of the command, the flag's value, output files)
-        "-r": (["Alan Turing", "--top_k", "20", "--seed", "1"], ["1.3"], False),
-        "-i": ([ending, "--n_tokens", "12"], [], False),
-        "-c": (["Alan Turing"], ["3"], False),
-        "-e": (["Alan Turing"], [str(tmp_path / "page.html")], True),
-        "-b": (["Alan Turing"], ["http://127.0.0.1:9"], False),  # files present: not used
-        "-s": ([long_prompt, "--score"], ["16"], False),
-        "-t": (["Alan Turing", "--score"], ["2"], False),
-        "-j": (["Alan Turing", "--score"], [], False),
-    }
-    for short, (args, value, writes) in cases.items():
-        mode = ("--score",) if "--score" in args else ()
-        models = ["--models_dir", str((tiny_end if short == "-i" else tiny).models_dir)]
-        n_tokens = [] if mode else ["--n_tokens", "6"]
-        long = picogpt(*args, f"--{shorts[mode][short]}", *value, *n_tokens, *models)
-        page = (tmp_path / "page.html").read_bytes() if writes else None
-        plain = picogpt(*args, *n_tokens, *models)
-        done = picogpt(*args, short, *value, *n_tokens, *models)
-        assert done.returncode == 0, (short, done.stderr)
-        assert done.stdout == long.stdout, short
-        if writes:
-            assert (tmp_path / "page.html").read_bytes() == page
-        elif short != "-b":
-            assert done.stdout != plain.stdout, short  # the flag changed something
-    for short, value in (("-a", "春夏"), ("-l", "5")):  # GPT-2's vocabulary: both refused
-        models = ["--models_dir", str(tiny.models_dir)]
-        long = picogpt("hi", f"--{shorts[()][short]}", value, *models)
-        done = picogpt("hi", short, value, *models)
-        assert done.returncode == long.returncode == 1 and done.stderr == long.stderr, short
-        assert "one token per Chinese character" in done.stderr
+        assert done.returncode == 0 and "FLAGS" in done.stdout
+        assert re.findall(r"^\s+-\w\b.*", done.stdout + done.stderr, re.M) == []
     help_ = picogpt("-h", env={"PAGER": "cat"})
-    assert help_.returncode == 0 and "FLAGS" in help_.stdout + help_.stderr
-    for prompt in ["-5", "hi", "ri"]:  # not a short flag: a prompt (which hi once was not)
+    assert help_.returncode == 0 and "FLAGS" in help_.stdout
+    for prompt in ["-c", "-i", "-r", "-e", "-a", "-l", "-b", "-5", "hi", "ri"]:  # fire's
         assert picogpt(prompt, "--n_tokens", "3", "--models_dir", str(tiny.models_dir)).stdout \
-            == continuation(tiny, vocab_dir, prompt, 3) + "\n"
+            == continuation(tiny, vocab_dir, prompt, 3) + "\n", prompt
+    encoder = read_encoder(vocab_dir)
+    for prompt in ["-j", "-s", "-t"]:
+        done = picogpt(prompt, "--score", "--json", "--models_dir", str(tiny.models_dir))
+        assert [token["id"] for token in json.loads(done.stdout)["tokens"]] == \
+            encoder.encode(prompt), prompt
+
+
+@pytest.mark.parametrize("value, on", [
+    *[(value, True) for value in ["true", "True", "TRUE", "1", "yes", "Yes", None]],
+    *[(value, False) for value in ["false", "False", "FALSE", "0", "no", "NO"]],
+])
+def test_true_or_false_flags_mean_what_they_say(tiny, tiny_end, vocab_dir, value, on):
+    """--json=false prints no JSON, --ignore_end=false stops at the end: each spelling of a
+    true-or-false flag is read in one place, the same for every command."""
+    def flag(name: str) -> str:
+        return f"--{name}" if value is None else f"--{name}={value}"
+
+    text = ["Alan Turing", "--score", "--models_dir", str(tiny.models_dir)]
+    scored, plain, as_json = picogpt(*text, flag("json")), picogpt(*text), picogpt(*text, "--json")
+    assert scored.returncode == 0, scored.stderr
+    assert scored.stdout == (as_json if on else plain).stdout and plain.stdout != as_json.stdout
+    prompt = read_encoder(vocab_dir).decode(tiny_end.prompt_ids)
+    args = [prompt, "--n_tokens", "12", "--models_dir", str(tiny_end.models_dir)]
+    assert picogpt(*args, flag("ignore_end")).stdout == continuation(
+        tiny_end, vocab_dir, prompt, 12, stop_at_end=not on) + "\n"
+    mode = picogpt("Alan Turing", flag("score"), "--models_dir", str(tiny.models_dir))
+    assert mode.stdout == (plain.stdout if on else picogpt(
+        "Alan Turing", "--models_dir", str(tiny.models_dir)).stdout)
+
+
+def test_every_command_reads_a_true_or_false_flag_alike(capsys):
+    """run_command, which picogpt and python -m picogpt.train (and its --task forms) go
+    through, on a function of the test's own: what the function receives for each spelling."""
+    from picogpt.cli.command import run_command
+
+    def command(text_file: str = "", resume: bool = False, steps: int = 1):
+        return text_file, resume, steps
+
+    for words, expected in [(["--resume"], True), (["--resume=TRUE"], True),
+                            (["--resume=yes"], True), (["--resume=1"], True), ([], False),
+                            (["--resume=False"], False), (["--resume=no"], False),
+                            (["--resume=0"], False)]:
+        assert run_command(command, ["a.txt", *words, "--steps", "3"], "prog", "text_file") == \
+            ("a.txt", expected, 3), words
+    with pytest.raises(SystemExit) as ended:
+        run_command(command, ["a.txt", "--resume=later"], "prog", "text_file")
+    assert ended.value.code == 1
+    assert capsys.readouterr().err == ("picogpt: --resume=later is not true or false; write "
+                                       "--resume or --resume=true to turn it on, --resume=false "
+                                       "to leave it off (1/0 and yes/no work too).\n")
+
+
+def test_no_browser_false_opens_the_browser(tiny, monkeypatch):
+    import contextlib
+
+    from picogpt.web import browser, server
+
+    opened = []
+    monkeypatch.setattr(browser, "browser_opened", lambda url: opened.append(url)
+                        or contextlib.nullcontext())
+    monkeypatch.setattr(server.ExploreServer, "serve_forever", lambda self, poll: None)
+    for value, opens in [("--no_browser=false", True), ("--no_browser=0", True),
+                         ("--no_browser", False), ("--no_browser=yes", False)]:
+        opened.clear()
+        done = picogpt("hi", "--explore", value, "--models_dir", str(tiny.models_dir))
+        assert done.returncode == 0, done.stderr
+        assert opened == ([done.stdout.strip()] if opens else []), value
 
 
 def test_score_stride_reaches_the_windows_on_a_text_longer_than_the_context(tiny, vocab_dir):
@@ -224,8 +264,7 @@ def test_unicode_prompts_reach_the_encoder_and_the_text_is_the_librarys(tiny, vo
     (["--top_k", "20", "--temperature", "0.5"], {"top_k": 20, "temperature": 0.5}),
     (["--top_p", "0.7"], {"top_p": 0.7}),
     (["--top_k", "40", "--repetition_penalty", "3"], {"top_k": 40, "repetition_penalty": 3.0}),
-    (["-r", "3", "--top_k", "40"], {"top_k": 40, "repetition_penalty": 3.0}),
-], ids=["temperature", "top_p", "repetition_penalty", "-r"])
+], ids=["temperature", "top_p", "repetition_penalty"])
 def test_sampling_flags_reach_the_engine(tiny, vocab_dir, flags, settings):
     """The CLI's text is the library's with the same settings, and not the text without the
     flag under test (so a flag that was dropped on the way would show)."""
@@ -271,6 +310,48 @@ def test_help_shows_every_flag_with_its_default_and_what_it_does(mode, function)
         assert len(block.splitlines()) >= 4, name  # and a line that says what it does
     if not mode:
         assert "repetition penalty, temperature, top-k, top-p" in text  # the filters' order
+
+
+def args_in(doc: str) -> dict[str, str]:
+    """Each entry of a docstring's Args: section, its wrapped lines joined: a loop of the
+    test's own, beside fire's reader."""
+    entries, inside = {}, False
+    for line in doc.splitlines():
+        if line.strip() == "Args:":
+            inside = True
+        elif inside and re.match(r"^        \w+: ", line):
+            name, _, said = line.strip().partition(": ")
+            entries[name] = said
+        elif inside and line.startswith("            "):
+            entries[name] += " " + line.strip()
+        elif inside and line.strip():  # a blank line: run.py adds the model's flags after one
+            break
+    return entries
+
+
+@pytest.mark.parametrize("command", [["-m", "picogpt.train"],
+                                     ["-m", "picogpt.train", "--task", "induction"],
+                                     ["-m", "picogpt"], ["-m", "picogpt", "--score"]])
+def test_help_says_each_flag_whole_and_opens_with_the_command(command):
+    """Every sentence of each flag's Args: entry is in --help, whole: fire's docstring reader
+    cut an entry at a wrapped line with a colon. The page opens with NAME, not fire's INFO."""
+    import subprocess
+    import sys
+
+    from picogpt.cli import run, tasks, train
+
+    function = {("picogpt.train",): train.train, ("picogpt.train", "--task", "induction"):
+                tasks.train_task, ("picogpt",): run.generate_text,
+                ("picogpt", "--score"): run.score_text}[tuple(command[1:])]
+    done = subprocess.run([sys.executable, *command, "--help"], capture_output=True, text=True,
+                          env={**os.environ, "PAGER": "cat"})
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert done.stdout.startswith("NAME\n")
+    shown = " ".join(done.stdout.split())
+    entries = args_in(function.__doc__)
+    assert len(entries) == len(inspect.signature(function).parameters)
+    for name, said in entries.items():
+        assert f"{name.upper()}" in shown and " ".join(said.split()) in shown, name
 
 
 def test_streamed_text_is_the_decoded_text_with_split_characters_held_back(vocab_dir):

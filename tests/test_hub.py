@@ -177,9 +177,9 @@ def test_ctrl_c_during_the_download_exits_130_and_the_next_run_completes(repo, f
 
 def test_a_chinese_model_id_fetches_bert_s_vocabulary_files(fake_hub, tmp_path):
     """uer's repos: the weights in every format, vocab.txt and the two tokenizer JSON files
-    (and tokenizer.json, which picogpt does not read). `picogpt "床前明月光，" --hf
-    uer/gpt2-chinese-poem` fetches the five files picogpt reads and writes what the folder
-    itself gives."""
+    (and tokenizer.json, which picogpt fetches only for a repo without vocab.txt).
+    `picogpt "床前明月光，" --hf uer/gpt2-chinese-poem` fetches the five files picogpt reads
+    and writes what the folder itself gives."""
     from test_hf_chinese import save_uer_folder, uer_arrays
 
     from scripts.fixtures.reference import hf_model_of
@@ -199,3 +199,20 @@ def test_a_chinese_model_id_fetches_bert_s_vocabulary_files(fake_hub, tmp_path):
     again = run(hub, tmp_path / "home", "--hf", "uer/gpt2-chinese-poem", "--ignore_end", **poem)
     assert (again.returncode, again.stdout) == (0, expected.stdout), again.stderr
     assert len(hub.requests) == n_requests
+
+
+def test_a_repo_saved_by_transformers_5_fetches_tokenizer_json(fake_hub, tmp_path, vocab_dir):
+    """A model saved today holds tokenizer.json and tokenizer_config.json as its vocabulary:
+    those two are fetched, and the text is the folder's own."""
+    from test_tokenizer_json import save_gpt2_tokenizer
+
+    folder = tmp_path / "repo"
+    random_hf_model(1, 32, 2, 0).save_pretrained(folder)
+    save_gpt2_tokenizer(folder, vocab_dir)
+    hub = fake_hub({"someone/saved-today": folder})
+    expected = run(None, tmp_path, "--hf", str(folder))
+    assert expected.returncode == 0, expected.stderr
+    done = run(hub, tmp_path / "home", "--hf", "someone/saved-today")
+    assert (done.returncode, done.stdout) == (0, expected.stdout), done.stderr
+    assert fetched(hub) == ["config.json", "model.safetensors", "tokenizer.json",
+                            "tokenizer_config.json"]

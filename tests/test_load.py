@@ -207,3 +207,52 @@ def test_a_start_compares_stamps_and_reads_no_weight_to_check_it(tiny, tmp_path,
     _, _, again = load_encoder_hparams_and_params("124M", str(models_dir))
     assert checked == [params["wpe"].shape]  # that file only, and it still matches
     np.testing.assert_array_equal(again["wpe"], params["wpe"])
+
+
+def test_a_copied_folder_is_checked_in_full_once_then_by_its_stamps(tiny, tmp_path,
+                                                                   monkeypatch):
+    """A copy that changed every file's time (cp -r) is read whole at its first start only:
+    that check records the new stamps in the manifest, and the tensors' files are untouched."""
+    from picogpt.files import store
+
+    models_dir = tmp_path / "models"
+    shutil.copytree(tiny.models_dir, models_dir)  # copy2; the checkpoint's stamps are kept
+    params_dir = models_dir / "124M" / "params"
+    files = sorted(params_dir.glob("*.npy"))
+    later = 10**9 + max(file.stat().st_mtime_ns for file in files)
+    for file in files:  # as cp -r leaves them: a second later, whatever the clock did
+        os.utime(file, ns=(later, later))
+    before = {file: (file.read_bytes(), file.stat().st_mtime_ns) for file in files}
+    checked = []
+    real_crc32 = store.crc32
+    monkeypatch.setattr(store, "crc32", lambda array: checked.append(array.shape)
+                        or real_crc32(array))
+    _, _, params = load_encoder_hparams_and_params("124M", str(models_dir))
+    assert len(checked) == len(files)  # the first start reads every byte
+    checked.clear()
+    _, _, again = load_encoder_hparams_and_params("124M", str(models_dir))
+    assert checked == []  # and the next compares stamps only
+    np.testing.assert_array_equal(again["wte"], params["wte"])
+    assert {file: (file.read_bytes(), file.stat().st_mtime_ns) for file in files} == before
+    manifest = json.loads((params_dir / "manifest.json").read_text())
+    assert {name: meta["stamp"] for name, meta in manifest["tensors"].items()} == {
+        file.stem: [file.stat().st_size, file.stat().st_mtime_ns] for file in files}
+
+
+def test_a_copy_picogpt_cannot_write_still_loads(tiny, tmp_path, monkeypatch):
+    """A read-only copy keeps its manifest (and its full check at every start) and loads."""
+    from picogpt.files import store
+
+    models_dir = tmp_path / "models"
+    shutil.copytree(tiny.models_dir, models_dir)
+    manifest = models_dir / "124M" / "params" / "manifest.json"
+    text = manifest.read_text()
+    for file in manifest.parent.glob("*.npy"):
+        os.utime(file, ns=(0, 0))
+
+    def refused(path, value):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(store, "write_json_atomic", refused)
+    _, _, params = load_encoder_hparams_and_params("124M", str(models_dir))
+    assert params["wte"].shape == (50257, 64) and manifest.read_text() == text

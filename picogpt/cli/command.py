@@ -20,15 +20,32 @@ import ctypes
 import difflib
 import inspect
 import os
+import re
 import sys
+import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import fire
+import fire.helptext
+import fire.trace
 
-from ..errors import PicoGPTError
+from ..errors import PicoGPTError, _
 
 TEXT = (str, str | None)  # annotations of the parameters whose values stay as typed
+# how a true-or-false flag's value may be written (any case); --name alone is true
+SWITCH = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
+def switch(name: str, value: str | None) -> bool:
+    """The value of a true-or-false flag: --name alone, or --name=true/false, 1/0, yes/no."""
+    if value is None:
+        return True
+    if value.lower() not in SWITCH:
+        raise PicoGPTError(_("--{name}={value} is not true or false; write --{name} or "
+                             "--{name}=true to turn it on, --{name}=false to leave it off "
+                             "(1/0 and yes/no work too).").format(name=name, value=value))
+    return SWITCH[value.lower()]
 
 
 def words_for_fire(argv: list[str], function: Callable, program: str, positional: str,
@@ -40,6 +57,7 @@ def words_for_fire(argv: list[str], function: Callable, program: str, positional
     """
     params = inspect.signature(function).parameters
     command, words, i = [], [], 0
+    switched = misread = None  # the last true-or-false flag; "--json false" read as text
     while i < len(argv):
         arg = argv[i]
         i += 1
@@ -48,12 +66,10 @@ def words_for_fire(argv: list[str], function: Callable, program: str, positional
         if arg == "--":  # everything after it is a word, even if it starts with dashes
             words += argv[i:]
             break
-        is_short = len(arg) == 2 and arg[0] == "-"
-        short = [name for name in params if arg[1] == name[0]] if is_short else []
-        if len(short) == 1:  # fire's short flag: a first letter no other flag starts with
-            arg = f"--{short[0]}"
-        elif not arg.startswith("--"):
+        if not arg.startswith("--"):  # "-c" too: flags are spelled whole, text is text
             words.append(arg)
+            if switched and switched[0] == i - 1 and arg.lower() in SWITCH:
+                misread = (switched[1], arg)  # meant as --json=false, perhaps
             continue
         name, has_value, value = arg[2:].partition("=")
         if name not in params:
@@ -64,7 +80,8 @@ def words_for_fire(argv: list[str], function: Callable, program: str, positional
                 reason = f"unknown flag --{name}; {hint}"
             raise PicoGPTError(reason)
         if params[name].annotation is bool:
-            command.append(arg)
+            command.append(f"--{name}={switch(name, value if has_value else None)}")
+            switched = (i, name)  # where the word after it is, and its name
             continue
         if not has_value:  # the value is the next word, unless that is another flag
             if i == len(argv) or argv[i].startswith("--") and argv[i][2:].split("=")[0] in params:
@@ -74,6 +91,10 @@ def words_for_fire(argv: list[str], function: Callable, program: str, positional
         command.append(f"--{name}={value!r}" if params[name].annotation in TEXT
                        else f"--{name}={value}")
     what = positional.replace("_", " ")
+    if len(words) > 1 and misread:
+        raise PicoGPTError(_("--{name} takes its value after an equals sign, as in "
+                             "--{name}={word}; '{word}' after it reads as a second {what}."
+                             ).format(name=misread[0], word=misread[1], what=what))
     if len(words) > 1:
         shown = " ".join(repr(word) for word in words[:4])
         raise PicoGPTError(f"{program} takes one {what}, but got {len(words)} words: {shown}. "
@@ -112,7 +133,42 @@ def run_command(function: Callable, argv: list[str], program: str, positional: s
     """Call function with the command line argv, ending the process as the module says."""
     with ending(stopped):
         command = words_for_fire(argv, function, program, positional, misplaced)
+        if command == ["--help"]:
+            print(help_text(function, program))
+            return None
         return fire.Fire(function, command=command, name=program, serialize=lambda result: None)
+
+
+def help_text(function: Callable, program: str) -> str:
+    """fire's help page for function, from a copy of it whose Args: entries are one line each:
+    fire's docstring reader ends an entry at a wrapped line holding a colon ("as GPT-2's: 256
+    bytes" loses the rest, "instead of text: what" becomes a flag of its own). Without fire's
+    short flags, which picogpt does not take, and without its "INFO: Showing help" line."""
+    shown = types.FunctionType(function.__code__, function.__globals__, function.__name__,
+                               function.__defaults__, function.__closure__)
+    shown.__kwdefaults__, shown.__annotations__ = function.__kwdefaults__, function.__annotations__
+    shown.__doc__ = one_line_args(inspect.getdoc(function) or "")
+    text = fire.helptext.HelpText(shown, trace=fire.trace.FireTrace(shown, name=program))
+    return re.sub(r"^(\s+)-\w, --", r"\1--", text, flags=re.M)
+
+
+def one_line_args(doc: str) -> str:
+    """doc with each entry of its Args: section on one line (its wrapped lines joined)."""
+    lines, section, entry = [], None, None  # the indents of Args: and of its entries
+    for line in doc.split("\n"):
+        depth = len(line) - len(line.lstrip())
+        if section is not None and line.strip():
+            if depth <= section:  # the next section: Returns:, or text
+                section = entry = None
+            elif entry is None or depth <= entry:
+                entry = depth
+            else:
+                lines[-1] += " " + line.strip()
+                continue
+        if line.strip() == "Args:":
+            section = depth
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def read_prompt(prompt: str, prompt_file: str | None) -> str:

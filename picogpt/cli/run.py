@@ -18,7 +18,7 @@ from ..generate import check_settings, generate, generate_samples, generate_step
 from ..sampling import Sampling
 from ..score import check_score_settings, join_scores, score_windows, summary
 from ..web.page import check_path, page_data, write_page
-from .command import ending, read_prompt, reuse_freed_memory, run_command
+from .command import ending, read_prompt, reuse_freed_memory, run_command, switch
 from .explore import explore_model
 from .terminal import (
     call_first,
@@ -38,7 +38,8 @@ MODEL_ARGS = """
         base_url: Where to download models from; defaults to $PICOGPT_BASE_URL, then OpenAI's.
         hf: Instead of OpenAI's files, run a GPT-2 saved in Hugging Face's format: a folder
             with config.json, model.safetensors and its tokenizer (vocab.json and merges.txt,
-            or BERT's vocab.txt as uer/gpt2-chinese-poem's), or a model id of the hub (gpt2,
+            BERT's vocab.txt as uer/gpt2-chinese-poem's, or the tokenizer.json transformers 5
+            saves), or a model id of the hub (gpt2,
             distilgpt2, uer/gpt2-chinese-cluecorpussmall). A model id not in the Hugging Face
             cache is downloaded there once (those files only), with huggingface_hub and its
             settings (HF_ENDPOINT, HF_HOME, HF_HUB_OFFLINE, HF_TOKEN).
@@ -219,6 +220,9 @@ def recorded(items: Iterable, into: list) -> Iterator:
 def misplaced(mode: str):
     """For a flag the mode's function does not take: why, if another mode takes it."""
     def why(name: str) -> str | None:
+        if name == "generate":
+            return _("picogpt generates text when no mode is given; drop --generate (--score "
+                     "and --explore choose the other modes).")
         homes = [other for other, function in MODES.items()
                  if name in inspect.signature(function).parameters]
         if not homes:
@@ -234,13 +238,18 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point of the `picogpt` command: --score and --explore choose a mode."""
     argv = sys.argv[1:] if argv is None else argv
     end = argv.index("--") if "--" in argv else len(argv)  # after it, every word is the prompt
+    # --score and --explore choose a mode (--score=false: none); generating is no flag's mode
+    chosen = {i: mode for i, word in enumerate(argv[:end]) for mode in list(MODES)[1:]
+              if word.partition("=")[0] == f"--{mode}"}
     with ending():
-        modes = [mode for mode in MODES if f"--{mode}" in argv[:end]]
+        on = {mode for i, mode in chosen.items()
+              if switch(mode, argv[i].partition("=")[2] if "=" in argv[i] else None)}
+        modes = [mode for mode in MODES if mode in on]
         if len(modes) > 1:
             raise PicoGPTError(f"--{modes[0]} and --{modes[1]} are two different commands; "
                                f"choose one.")
     mode = modes[0] if modes else "generate"
-    words = [word for i, word in enumerate(argv) if i >= end or word != f"--{mode}"]
+    words = [word for i, word in enumerate(argv) if i not in chosen]
     program = "picogpt" if mode == "generate" else f"picogpt --{mode}"
     reuse_freed_memory()  # the process is ours: keep freed arrays for the next layer
     run_command(MODES[mode], words, program, "prompt", misplaced(mode))

@@ -2,9 +2,11 @@
 
 `hub_folder(model_id)` gives the snapshot in the user's Hugging Face cache when it already holds
 what picogpt reads (then nothing is sent), else downloads exactly those files through
-`huggingface_hub`: model.safetensors, config.json and one vocabulary, never the .bin, .h5, msgpack
-or onnx copies. HF_ENDPOINT, HF_HOME, HF_HUB_CACHE, HF_HUB_OFFLINE and HF_TOKEN work as they do for
-huggingface_hub; each failure is one sentence.
+`huggingface_hub`: model.safetensors, config.json and one vocabulary (vocab.json + merges.txt,
+or vocab.txt with tokenizer_config.json and special_tokens_map.json, or else tokenizer.json with
+tokenizer_config.json), never the .bin, .h5, msgpack or onnx copies. HF_ENDPOINT, HF_HOME,
+HF_HUB_CACHE, HF_HUB_OFFLINE and HF_TOKEN work as they do for huggingface_hub; each failure is
+one sentence.
 """
 
 import contextlib
@@ -18,7 +20,9 @@ from ..errors import PicoGPTError
 WEIGHTS, CONFIG = "model.safetensors", "config.json"
 VOCABULARIES = (("vocab.json", "merges.txt"),  # byte-level BPE: GPT-2's
                 ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json"))  # WordPiece
-WHOLE = (("vocab.json", "merges.txt"), ("vocab.txt",))  # what read_vocab needs of each
+WHOLE = (("vocab.json", "merges.txt"), ("vocab.txt",), ("tokenizer.json",))  # read_vocab's
+# either kind, as transformers 5 saves it: fetched when the repo has neither of the above
+DESCRIBED = ("tokenizer.json", "tokenizer_config.json")
 MODEL_ID = re.compile(r"([\w.-]+/)?[\w.-]+")  # "gpt2", "uer/gpt2-chinese-poem"
 
 
@@ -88,6 +92,8 @@ def files_to_fetch(model_id: str, files: set[str]) -> list[str]:
         raise PicoGPTError(f"--hf {model_id}: the repo has no {CONFIG}; it is not a model "
                            f"saved with transformers' save_pretrained.")
     vocabulary = [name for names in VOCABULARIES for name in names if name in files]
+    if not any(all(name in files for name in names) for names in WHOLE[:2]):
+        vocabulary = list(dict.fromkeys([*vocabulary, *(n for n in DESCRIBED if n in files)]))
     return [CONFIG, *vocabulary, WEIGHTS]
 
 

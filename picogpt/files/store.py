@@ -8,8 +8,9 @@ The files are read back and checked against their CRC-32s once, right after writ
 memory-map them after comparing each file's size and modification time with the manifest's (a
 full check of every byte of a 1558M model took 2 s of every start: docs/performance.md), and a
 file whose size or time changed is still used if its CRC-32 matches (a copy that kept every
-byte, such as cp -r). A run never replaces a folder's params/ with half of a new one: a new one
-is written beside it and swapped in with a rename.
+byte, such as cp -r); then the manifest records its new stamp, so only that start reads it
+whole. A run never replaces a folder's params/ with half of a new one: a new one is written
+beside it and swapped in with a rename.
 """
 
 import contextlib
@@ -46,8 +47,12 @@ def read_json(path: Path) -> Any:
 def write_json_atomic(path: Path, value: Any) -> None:
     """Write JSON so that readers see the old file or the new one, never half of one."""
     tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(value, indent=1), encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(value, indent=1), encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:  # a full disk, Ctrl-C: no half-written file is left behind
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 @contextlib.contextmanager
@@ -103,7 +108,7 @@ def read_params(model_dir: Path) -> dict[str, np.ndarray] | None:
     if not isinstance(manifest, dict) or manifest.get("format") != PARAMS_FORMAT or (
             source is not None and manifest.get("source") != source):
         return None
-    arrays = {}
+    arrays, restamped = {}, {}
     try:
         for name, meta in manifest["tensors"].items():
             file = params_dir / f"{name}.npy"
@@ -111,12 +116,30 @@ def read_params(model_dir: Path) -> dict[str, np.ndarray] | None:
             if list(array.shape) != meta["shape"] or array.dtype != np.float32:
                 return None
             # touched since it was verified: by a copy (cp -r) that kept every byte, or not
-            if stamp(file) != meta["stamp"] and crc32(array) != meta["crc32"]:
-                return None
+            if stamp(file) != meta["stamp"]:
+                if crc32(array) != meta["crc32"]:
+                    return None
+                restamped[name] = stamp(file)
             arrays[name] = array
     except (OSError, ValueError, KeyError, TypeError, AttributeError):  # missing or malformed
         return None
+    if arrays and restamped:
+        restamp(params_dir, manifest, restamped)
     return arrays or None
+
+
+def restamp(params_dir: Path, manifest: dict, stamps: dict[str, list[int]]) -> None:
+    """Record the stamps of files whose every byte was just found to match its CRC-32, so the
+    next start compares stamps again instead of reading them all. Only the manifest, picogpt's
+    own note, is rewritten (the tensors' files are not touched); a folder picogpt may not write
+    (a read-only copy) keeps its old manifest and is checked in full at each start."""
+    tensors = {name: {**meta, "stamp": stamps.get(name, meta["stamp"])}
+               for name, meta in manifest["tensors"].items()}
+    # another run may have rewritten params/ meanwhile: refresh only what this run read
+    if read_json(params_dir / "manifest.json") != manifest:
+        return
+    with contextlib.suppress(OSError):
+        write_json_atomic(params_dir / "manifest.json", {**manifest, "tensors": tensors})
 
 
 def write_params(model_dir: Path, named_arrays, source) -> dict[str, np.ndarray]:

@@ -1,23 +1,26 @@
 """Which vocabulary a model folder holds, read from its files and checked.
 
-A byte-level BPE (encoder.json and vocab.bpe, or Hugging Face's vocab.json and merges.txt), a
-WordPiece vocabulary (vocab.txt with tokenizer_config.json and special_tokens_map.json) or a
-character vocabulary (chars.json, as picogpt.train --vocab chars writes): the files decide which,
-in every folder picogpt reads. It reads and checks; the classes that use the vocabulary are
-encoder.py's, wordpiece.py's and chars.py's.
+A byte-level BPE (encoder.json and vocab.bpe, or Hugging Face's vocab.json and merges.txt) or a
+WordPiece vocabulary (vocab.txt with tokenizer_config.json and special_tokens_map.json), or
+either of them as a tokenizer.json describes it (all transformers 5 saves; tokenizer_json.py
+reads it), or a character vocabulary (chars.json, as picogpt.train --vocab chars writes): the
+files decide which, in every folder picogpt reads. A folder that holds
+tokenizer.json and the older files must hold one vocabulary in both. It reads and checks; the
+classes that use the vocabulary are encoder.py's, wordpiece.py's and chars.py's.
 """
 
 from pathlib import Path
 
 from ..chars import START, UNKNOWN, Chars
-from ..encoder import END_OF_TEXT, N_MERGES, N_VOCAB, SPECIAL, Encoder
-from ..errors import PicoGPTError
+from ..encoder import END_OF_TEXT, N_MERGES, N_VOCAB, SPECIAL, Encoder, bytes_to_unicode
+from ..errors import PicoGPTError, _
 from ..wordpiece import WordPiece
 from .store import read_json
 
 BPE_FILES = (("encoder.json", "vocab.bpe"), ("vocab.json", "merges.txt"))  # OpenAI's, HF's
 CHARS_FILE = "chars.json"  # a JSON list of picogpt's character vocabulary: id -> token
 WORDPIECE_FILES = ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
+TOKENIZER_JSON = "tokenizer.json"  # the tokenizers library's one file: either kind
 # what WordPiece takes from those two JSON files: each setting's types (None: the default), as
 # the error names them
 FLAG, TOKEN = ((bool,), "true or false"), ((str, type(None)), "a string")
@@ -31,6 +34,19 @@ def read_vocab(folder: Path, fix: str, gpt2: bool = False):
     """The vocabulary of a model folder (an Encoder or a WordPiece), chosen by its files; with
     gpt2, it must be GPT-2's own 50,257 tokens and 50,000 merges. fix says what to do about a
     bad file."""
+    if not (folder / TOKENIZER_JSON).is_file():
+        return read_files(folder, fix, gpt2)
+    from .tokenizer_json import read_described  # it builds on this room's readers
+
+    described = read_described(folder, fix, gpt2)
+    older = [name for pair in BPE_FILES for name in pair] + [WORDPIECE_FILES[0]]
+    if any((folder / name).is_file() for name in older):
+        same_vocabulary(read_files(folder, fix, gpt2), described, folder, fix)
+    return described
+
+
+def read_files(folder: Path, fix: str, gpt2: bool):
+    """The vocabulary of the files before tokenizer.json: exactly one kind of them."""
     bpe = [pair for pair in BPE_FILES if all((folder / name).is_file() for name in pair)]
     wordpiece = (folder / WORDPIECE_FILES[0]).is_file()
     chars = (folder / CHARS_FILE).is_file()
@@ -46,17 +62,55 @@ def read_vocab(folder: Path, fix: str, gpt2: bool = False):
         raise PicoGPTError(
             f"{folder} holds {which} (found: {', '.join(found) or 'none of them'}); picogpt "
             f"needs exactly one: encoder.json + vocab.bpe, vocab.json + merges.txt (byte-level "
-            f"BPE, as GPT-2's), vocab.txt (WordPiece, as BERT's) or chars.json (characters). "
-            f"{fix[0].upper()}{fix[1:]}.")
-    if (wordpiece or chars) and gpt2:
-        raise PicoGPTError(f"{folder} holds {'vocab.txt' if wordpiece else CHARS_FILE}, not "
-                           f"GPT-2's encoder.json and vocab.bpe; {fix}.")
+            f"BPE, as GPT-2's), vocab.txt (WordPiece, as BERT's), tokenizer.json (either) or "
+            f"chars.json (characters). {fix[0].upper()}{fix[1:]}.")
     if chars:
+        if gpt2:
+            raise PicoGPTError(f"{folder} holds {CHARS_FILE}, not GPT-2's encoder.json and "
+                               f"vocab.bpe; {fix}.")
         return read_chars(folder / CHARS_FILE, fix)
     if wordpiece:
+        if gpt2:
+            raise PicoGPTError(f"{folder} holds vocab.txt, not GPT-2's encoder.json and "
+                               f"vocab.bpe; {fix}.")
         return read_wordpiece(folder, fix)
     tokens, merges = bpe[0]
     return read_bpe(folder / tokens, folder / merges, (N_VOCAB, N_MERGES) if gpt2 else None, fix)
+
+
+def same_vocabulary(older, described, folder: Path, fix: str) -> None:
+    """older (from vocab.json and merges.txt, or vocab.txt ...) and described (tokenizer.json's)
+    must be one vocabulary; else one line naming the first difference."""
+    files = " + ".join(name for name in [*[n for pair in BPE_FILES for n in pair],
+                                         WORDPIECE_FILES[0]] if (folder / name).is_file())
+    kinds = {Encoder: "byte-level BPE", WordPiece: "WordPiece"}
+    if type(older) is not type(described):
+        what = _("the kind of vocabulary ({a} in tokenizer.json, {b} in {files})").format(
+            a=kinds[type(described)], b=kinds[type(older)], files=files)
+    elif isinstance(older, Encoder):
+        what = first_difference(described.encoder, older.encoder, "token", files) or \
+            first_difference(dict(enumerate(sorted(described.ranks, key=described.ranks.get))),
+                             dict(enumerate(sorted(older.ranks, key=older.ranks.get))),
+                             "merge", files)
+    else:
+        what = first_difference(described.ids, older.ids, "token", files) or next((
+            _("{name} ({a} in tokenizer.json, {b} in {files})").format(
+                name=name, a=getattr(described, name), b=getattr(older, name), files=files)
+            for name in ("lower", "strip", "chinese", "start", "end", "unknown", "n_vocab")
+            if getattr(described, name) != getattr(older, name)), None)
+    if what:
+        raise PicoGPTError(_("{folder} holds tokenizer.json and {files}, which disagree on "
+                             "{what}; {fix}.").format(folder=folder, files=files, what=what,
+                                                      fix=fix))
+
+
+def first_difference(described: dict, older: dict, name: str, files: str) -> str | None:
+    """The first key whose value differs between the two (tokenizer.json's first), said."""
+    for key in [*described, *(key for key in older if key not in described)]:
+        if described.get(key) != older.get(key):
+            return _("{name} {key} ({a} in tokenizer.json, {b} in {files})").format(
+                name=name, key=repr(key), a=described.get(key), b=older.get(key), files=files)
+    return None
 
 
 def read_bpe(tokens_file: Path, merges_file: Path, sizes: tuple[int, int] | None,
@@ -66,6 +120,22 @@ def read_bpe(tokens_file: Path, merges_file: Path, sizes: tuple[int, int] | None
     exactly that many tokens and merges and <|endoftext|> = 50256. fix is what the error says
     to do."""
     table = read_json(tokens_file)
+    try:
+        lines = merges_file.read_text(encoding="utf-8").split("\n")
+    except (OSError, UnicodeDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) else "it is not UTF-8 text"
+        raise PicoGPTError(f"cannot read {merges_file} ({reason}); {fix}.") from None
+    merges = [tuple(line.split()) for line in lines if line and not line.startswith("#version")]
+    return bpe_encoder(table, merges, sizes, (str(tokens_file), str(merges_file)), fix)
+
+
+def bpe_encoder(table, merges: list[tuple], sizes: tuple[int, int] | None,
+                names: tuple[str, str], fix: str) -> Encoder:
+    """An Encoder of a token table and a merge list, checked: <|endoftext|> and every byte are
+    tokens, the ids are 0 .. n - 1, each merge is a pair that makes a token; with sizes
+    (GPT-2's), exactly that many tokens and merges and <|endoftext|> = 50256. names are the
+    table's and the list's, as the error names them."""
+    tokens_file, merges_file = names
     n_tokens, n_merges = sizes or (None, None)
     if not isinstance(table, dict) or SPECIAL not in table or (n_tokens is not None and (
             len(table) != n_tokens or table[SPECIAL] != END_OF_TEXT)):
@@ -76,19 +146,18 @@ def read_bpe(tokens_file: Path, merges_file: Path, sizes: tuple[int, int] | None
     if sorted(table.values()) != list(range(len(table))):
         raise PicoGPTError(f"{tokens_file}'s ids are not 0 .. {len(table) - 1}, each once; "
                            f"{fix}.")
-    try:
-        lines = merges_file.read_text(encoding="utf-8").split("\n")
-    except (OSError, UnicodeDecodeError) as e:
-        reason = e.strerror if isinstance(e, OSError) else "it is not UTF-8 text"
-        raise PicoGPTError(f"cannot read {merges_file} ({reason}); {fix}.") from None
+    missing = [c for c in bytes_to_unicode().values() if c not in table]
+    if missing:  # byte-level BPE spells every text with these: without one, some text fails
+        raise PicoGPTError(_("{file} lacks the byte token {token!r}, one of the 256 every "
+                             "byte-level BPE holds; {fix}.").format(
+                                 file=tokens_file, token=missing[0], fix=fix))
     # Each half of a merge is a token too: reusing the table's string for it, not a second
     # copy, keeps ~5 MiB less in memory for the whole run
     same = {token: token for token in table}
-    merges = [tuple(same.get(half, half) for half in line.split()) for line in lines
-              if line and not line.startswith("#version")]
+    merges = [tuple(same.get(half, half) for half in merge) for merge in merges]
     if (n_merges is not None and len(merges) != n_merges) or any(
-            len(merge) != 2 for merge in merges):
-        count = f"{n_merges} pairs" if n_merges else "one pair a line"
+            len(merge) != 2 or merge[0] + merge[1] not in table for merge in merges):
+        count = f"{n_merges} pairs" if n_merges else "one pair a line, each making a token"
         what = "GPT-2's merge list" if n_merges else "a BPE merge list"
         raise PicoGPTError(f"{merges_file} is not {what} ({count}); {fix}.")
     return Encoder(table, merges)
