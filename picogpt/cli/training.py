@@ -143,7 +143,7 @@ def measurement_lines(measured: dict, curve: dict, baselines: dict | None) -> st
         parts.append(_("random-run probes: first copy {first:.2f}, second copy {second:.2f} "
                        "nats per token").format(first=measured["first"],
                                                 second=measured["second"]))
-        parts.append(_("best heads: {heads}").format(heads=", ".join(
+        parts.append(_("best heads: {heads}").format(heads=_(", ").join(
             _("{kind} {score:.2f} (layer {layer} head {head})").format(
                 kind=kind, score=score, layer=layer, head=head)
             for kind, (score, layer, head) in best_heads(measured).items())))
@@ -151,18 +151,20 @@ def measurement_lines(measured: dict, curve: dict, baselines: dict | None) -> st
     if best["step"] < measured["step"]:
         parts.append(_("held-out loss has risen since step {step} ({loss:.3f}), whose model is "
                        "kept").format(step=best["step"], loss=best["held_out"]))
-    line = "; ".join(parts)
+    line = _("; ").join(parts)
     return line + ("\n  " + _("sample: {sample}").format(sample=shown(measured["sample"]))
                    if "sample" in measured else "")
 
 
 def held_out_text(measured: dict, baselines: dict | None) -> str:
     """The held-out loss per token (and per character), beside the baselines when there are."""
-    text = _("held-out {loss:.3f} nats per token").format(loss=measured["held_out"])
     if "held_out_per_char" in measured:
-        text += " " + _("({loss:.3f} per character)").format(loss=measured["held_out_per_char"])
+        text = _("held-out {loss:.3f} nats per token ({per_char:.3f} per character)").format(
+            loss=measured["held_out"], per_char=measured["held_out_per_char"])
+    else:
+        text = _("held-out {loss:.3f} nats per token").format(loss=measured["held_out"])
     if baselines:
-        text += ", " + _("unigram {unigram:.3f}, bigram {bigram:.3f}").format(**baselines)
+        text += _(", ") + _("unigram {unigram:.3f}, bigram {bigram:.3f}").format(**baselines)
     return text
 
 
