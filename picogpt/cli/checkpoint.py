@@ -63,8 +63,9 @@ def begin(part: Path, run: dict) -> None:
 
 
 @contextlib.contextmanager
-def uninterrupted():
-    """Ctrl-C waits until the block is done, then stops the run: a file half written is worse
+def uninterrupted(stop_after: bool = True):
+    """Ctrl-C waits until the block is done, then stops the run (unless not stop_after: a model
+    being written as the run ends, which Ctrl-C would stop anyway): a file half written is worse
     than a stop that comes a moment late."""
     caught = []
     try:
@@ -76,7 +77,7 @@ def uninterrupted():
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
-    if caught:
+    if caught and stop_after:
         raise KeyboardInterrupt
 
 
@@ -133,7 +134,7 @@ def save_run_model(model_dir: Path, run_id: str, hparams: dict, params: dict, vo
     if model_dir.exists() and not ours:
         raise PicoGPTError(_("{folder} already exists, and training never overwrites a model "
                              "folder").format(folder=model_dir))
-    with uninterrupted():
+    with uninterrupted(stop_after=False):
         if not model_dir.exists():
             return save_model(model_dir, hparams, params, vocab_dir, {**files, "curve.json": curve})
         new = model_dir.with_name(f".{model_dir.name}.new-{os.getpid()}")
@@ -148,7 +149,7 @@ def keep_in_part(part: Path, hparams: dict, params: dict, vocab_dir, files: dict
                  curve: dict) -> bool:
     """Make part a model folder picogpt runs, holding params; False if that fails too."""
     try:
-        with uninterrupted():
+        with uninterrupted(stop_after=False):
             for name in ("encoder.json", "vocab.bpe") if vocab_dir is not None else ():
                 shutil.copyfile(Path(vocab_dir) / name, part / name)
             for name, value in {**files, "curve.json": curve}.items():

@@ -37,7 +37,8 @@ def train(text_file: str, name: str = "trained", models_dir: str = "models", n_l
           curve_every: int = 50, vocab_dir: str | None = None,
           n_vocab: int | None = None) -> dict:
     """Train a small GPT-2 on a text file and write it to models_dir/name. (The induction
-    task needs no text: python -m picogpt.train --task induction --help.)
+    task needs no text: python -m picogpt.train --task induction --help.) A run stopped with
+    Ctrl-C goes on with: python -m picogpt.train --resume --name NAME --models_dir DIR.
 
     Args:
         text_file: UTF-8 text to learn from, in paragraphs (poems, passages) separated by blank

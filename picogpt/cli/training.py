@@ -70,12 +70,12 @@ def run_training(job: dict) -> dict:
     try:
         learn(params, job["windows"], job["steps"], job["lr"], job["warmup"],
               job["hparams"]["n_head"], curve, job["curve_every"], measure_at, state)
+        best = kept["best"]
+        curve = {**curve, "run": job["run"]["id"],
+                 "rising_after": best["step"] if best["step"] < job["steps"] else None}
     except KeyboardInterrupt:
         stopped(job, part, curve, kept)
-    best = kept["best"]
-    curve = {**curve, "run": job["run"]["id"],
-             "rising_after": best["step"] if best["step"] < job["steps"] else None}
-    save_or_keep(job, part, best["params"], curve, finished=True)
+    save_or_keep(job, part, best["params"], curve, finished=True)  # Ctrl-C waits for it
     shutil.rmtree(part, ignore_errors=True)
     return {"model_dir": str(Path(job["models_dir"]) / job["name"]), "curve": curve,
             "best": curve["best"]}
