@@ -107,12 +107,15 @@ def join_scores(windows: list[Scores]) -> Scores:
 
 
 def summary(text: str, scores: Scores) -> dict:
-    """The text's totals: tokens, bytes, negative log-likelihood (nats), perplexity per token
-    and bits per byte (which compares across tokenizers)."""
+    """The text's totals: tokens, characters, bytes, negative log-likelihood (nats), and the
+    loss as training reports it, nats per token (and its perplexity) and per character (which
+    compares across vocabularies), with bits per byte, the unit of published benchmarks."""
     nll = -math.fsum(scores.logprobs.tolist())
-    n_tokens, n_bytes = len(scores.logprobs), len(text.encode("utf-8"))
-    return {"n_tokens": n_tokens, "nll_nats": nll, "perplexity": math.exp(nll / n_tokens),
-            "bits_per_byte": nll / math.log(2) / n_bytes, "n_bytes": n_bytes}
+    n_tokens, n_chars, n_bytes = len(scores.logprobs), len(text), len(text.encode("utf-8"))
+    return {"n_tokens": n_tokens, "nll_nats": nll, "nats_per_token": nll / n_tokens,
+            "perplexity": math.exp(nll / n_tokens), "nats_per_char": nll / n_chars,
+            "bits_per_byte": nll / math.log(2) / n_bytes, "n_chars": n_chars,
+            "n_bytes": n_bytes}
 
 
 def check_score_settings(n_ids: int, stride, n_ctx: int) -> None:

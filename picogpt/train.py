@@ -2,22 +2,24 @@
 
 The gradients come from fasttrain.py's `loss_and_grads` (backward.py's, in fewer passes over
 memory; tests hold the two equal); this module learns with them: GPT-2's initial weights, one
-AdamW step, the learning rate at each step, random windows of a text, and the loop with its
-progress bar. The command that reads a text and writes a model folder,
-`python -m picogpt.train`, is picogpt/cli/train.py; running this module runs it.
+AdamW step, the learning rate at each step, a text's paragraphs (every tenth held out whole,
+each opened by the start token), random windows of them, the loop with its progress bar, and the
+loss on held-out text. The command that reads a text and writes a model folder,
+`python -m picogpt.train`, is picogpt/cli/train.py (its checkpoints, Ctrl-C and --resume are
+cli/training.py's); running this module runs it.
 
     python -m picogpt.train book.txt --name mine --steps 600
     picogpt "Once upon a time" --model_size mine
     python -m picogpt.train --task induction --name ind   # no text: induction.py's task
 """
 
+import re
 import sys
 
 import numpy as np
 from tqdm import tqdm
 
 from .backward import cross_entropy
-from .curve import best_heads, summary
 from .encoder import N_VOCAB
 from .fasttrain import loss_and_grads
 from .model import gpt2
@@ -114,39 +116,67 @@ def repeated_window(n: int, n_vocab: int, rng: np.random.Generator) -> np.ndarra
     window[again : again + length] = window[start : start + length]
     return window
 
+def paragraphs(text: str) -> list[str]:
+    """The text's paragraphs (poems, passages): the pieces between blank lines, or its lines when
+    it has no blank line (a text written one poem to a line)."""
+    parts = [part.strip("\r\n") for part in re.split(r"\n[ \t\r]*\n", text) if part.strip()]
+    return parts if len(parts) > 1 else [line for line in text.splitlines() if line.strip()]
+
+
+def hold_out(parts: list[str], every: int = 10) -> tuple[list[str], list[str]]:
+    """(training, held-out) paragraphs: every tenth one (the 10th, 20th, ...; the last, if there
+    are fewer than ten) is held out whole, from all through the text, and never trained on."""
+    held = set(range(every - 1, len(parts), every)) or {len(parts) - 1}
+    return ([part for i, part in enumerate(parts) if i not in held],
+            [part for i, part in enumerate(parts) if i in held])
+
+
+def paragraph_ids(parts: list[str], encoder) -> np.ndarray:
+    """The paragraphs' token ids one after another, each opened by the start token (GPT-2's
+    <|endoftext|>), so that a model learns how a paragraph begins from the start token alone, and
+    predicts it where a paragraph ends."""
+    return np.array([i for part in parts for i in [encoder.start, *encoder.encode(part)]],
+                    dtype=np.int64)
+
+
 def learn(params: dict, windows, steps: int, lr: float, warmup: int, n_head: int, curve: dict,
-          curve_every: int, measure_at=None) -> tuple[dict, float]:
+          curve_every: int, measure_at=None, state: dict | None = None) -> tuple[dict, float]:
     """The training loop: steps of AdamW on the windows at the schedule's rate, the loss of each
-    step and, every curve_every steps, measure_at(params) (held-out probes: "first" and
-    "second" copy losses, "previous" and "induction" head scores) added to curve and printed.
-    Returns the params and the last step's loss."""
-    state, shown = {"step": 0}, {}
-    bar = tqdm(zip(range(steps), windows), total=steps, desc="picogpt: training", unit="step",
-               file=sys.stderr)
+    step added to curve["loss"], and measure_at(step, params, state) every curve_every steps and
+    after the last (the command measures, prints and keeps a checkpoint there; it returns what
+    the progress bar shows). state is AdamW's to go on from (a stopped run's: its "step" is
+    where the loop starts), or None to start. Returns the params and the last step's loss."""
+    state, shown = state or {"step": 0}, {}
+    bar = tqdm(zip(range(state["step"], steps), windows), total=steps, initial=state["step"],
+               desc="picogpt: training", unit="step", file=sys.stderr)
     for step, (inputs, targets) in bar:
         if measure_at and step % curve_every == 0:
-            shown = progress(curve, {"step": step, **measure_at(params)}, bar)
+            shown = measure_at(step, params, state)
         loss, grads = loss_and_grads(inputs, targets, params, n_head)
         params, state = adamw(params, grads, state, learning_rate(step, steps, lr, warmup))
         curve["loss"].append(round(loss, 4))
         bar.set_postfix(shown | {"loss": f"{loss:.3f}"})
+    bar.close()
     if measure_at:
-        progress(curve, {"step": steps, **measure_at(params)}, bar)
-    return params, loss
+        measure_at(steps, params, state)
+    return params, curve["loss"][-1]
 
 
-def progress(curve: dict, measured: dict, bar) -> dict:
-    """Add a measurement to the curve and print it as a line; returns what the bar shows."""
-    curve["measured"].append(measured)
-    bar.write(summary(measured, curve["loss"][-1] if curve["loss"] else None), file=sys.stderr)
-    return {"copy": f"{measured['second']:.2f}", "heads": "/".join(
-        f"{score:.2f}" for score, _, _ in best_heads(measured).values())}
-
-
-def held_out_loss(params: dict, batch, n_head: int) -> float:
-    """The loss on windows the model never trains on: model.py's gpt2 and cross_entropy."""
-    inputs, targets = batch
-    return cross_entropy(gpt2(inputs, **params, n_head=n_head), targets)[0]
+def held_out_loss(params: dict, ids: np.ndarray, n_head: int) -> float:
+    """The mean loss (nats per token) on every token of ids after the first, ids read in windows
+    of n_ctx that follow one another: each token is scored once, with the tokens before it in
+    its window as its context. ids are held-out text, never trained on."""
+    n_vocab, n_ctx = params["wte"].shape[0], len(params["wpe"])
+    n_rows = max(1, 2**24 // (n_ctx * n_vocab))  # windows at once: logits of about 64 MB
+    windows = [ids[start : start + n_ctx + 1] for start in range(0, len(ids) - 1, n_ctx)]
+    full = [window for window in windows if len(window) == n_ctx + 1]
+    groups = [full[i : i + n_rows] for i in range(0, len(full), n_rows)]
+    total = 0.0
+    for group in groups + [[window] for window in windows if len(window) < n_ctx + 1]:
+        rows = np.stack(group)  # [n_rows, n_seq + 1]: the last window may be shorter
+        logits = gpt2(rows[:, :-1], **params, n_head=n_head)  # [n_rows, n_seq, n_vocab]
+        total += cross_entropy(logits, rows[:, 1:])[0] * rows[:, 1:].size
+    return total / (len(ids) - 1)
 
 
 if __name__ == "__main__":  # python -m picogpt.train runs the command, which lives in cli/

@@ -130,7 +130,8 @@ def test_the_curve_holds_each_copy_length_with_and_without_lead_in_and_three_sco
     for kind in ("previous", "induction", "first_token"):
         assert np.shape(last[kind]) == (2, 2), kind
     printed = [line for line in done.stderr.splitlines() if line.startswith("step ")]
-    assert len(printed) == len(steps) and printed[-1].startswith(f"step {CI['steps']}: loss ")
+    assert len(printed) == len(steps)
+    assert printed[-1].startswith(f"step {CI['steps']}: training loss ")
     assert "best heads: previous" in printed[-1]
 
 

@@ -110,9 +110,11 @@ def test_the_cli_prints_each_token_then_the_summary(tiny, vocab_dir):
     assert any("<e8>" in row or "<e7>" in row for row in rows)  # a split character: its bytes
     nll = -float(np.sum(logprobs, dtype=np.float64))
     n_bytes = len(TEXT.encode())
-    assert lines[-1] == (f"{len(ids)} tokens, {n_bytes} bytes: total NLL {nll:.3f} nats, "
-                         f"perplexity {math.exp(nll / len(ids)):.3f} per token, "
-                         f"{nll / math.log(2) / n_bytes:.4f} bits per byte")
+    n_chars = len(TEXT)
+    assert lines[-1] == (f"{len(ids)} tokens, {n_chars} characters ({n_bytes} bytes): total NLL "
+                         f"{nll:.3f} nats; {nll / len(ids):.3f} nats per token (perplexity "
+                         f"{math.exp(nll / len(ids)):.3f}), {nll / n_chars:.3f} nats per "
+                         f"character ({nll / math.log(2) / n_bytes:.4f} bits per byte)")
 
 
 def test_the_cli_json_and_top_give_the_models_numbers(tiny, vocab_dir):
@@ -144,6 +146,10 @@ def test_the_cli_json_and_top_give_the_models_numbers(tiny, vocab_dir):
     assert result["n_bytes"] == n_bytes
     assert result["bits_per_byte"] == pytest.approx(-expected.sum() / math.log(2) / n_bytes,
                                                     rel=1e-5)
+    # training's units: nats per token and per character
+    assert result["nats_per_token"] == pytest.approx(-expected.mean(), rel=1e-5)
+    assert result["n_chars"] == len(TEXT)
+    assert result["nats_per_char"] == pytest.approx(-expected.sum() / len(TEXT), rel=1e-5)
 
 
 @pytest.mark.parametrize("args, message", [

@@ -1,14 +1,12 @@
 """What training reads and checks before it learns: the text, its vocabulary, the settings.
 
-It finds GPT-2's vocabulary files, reads the text and its token ids, checks the settings and the
-memory a shape needs, names the new model folder, and converts a loss to nats per byte. Every bad
-setting is one line, raised here before any long work; nothing is written.
+It finds GPT-2's vocabulary files, reads the text, checks the settings and the memory a shape
+needs, and names the new model folder. Every bad setting is one line, raised here before any long
+work; nothing is written.
 """
 
 import os
 from pathlib import Path
-
-import numpy as np
 
 from ..encoder import N_VOCAB
 from ..errors import PicoGPTError, number, text, whole_number
@@ -43,15 +41,6 @@ def read_text(text_file: str) -> str:
     except (OSError, UnicodeDecodeError) as e:
         raise PicoGPTError(f"cannot read {text_file} as UTF-8 text ({e.__class__.__name__}); "
                            f"give a UTF-8 text file.") from None
-
-
-def read_ids(text_file: str, encoder, n_seq: int) -> np.ndarray:
-    """The text file's token ids, checked to hold more than one window of n_seq + 1."""
-    ids = np.array(encoder.encode(read_text(text_file)), dtype=np.int64)
-    if len(ids) < 2 * (n_seq + 1):
-        raise PicoGPTError(f"{text_file} is {len(ids)} tokens; training on windows of "
-                           f"{n_seq + 1} needs at least {2 * (n_seq + 1)}. Give a longer text.")
-    return ids
 
 
 def check_settings(sizes: dict, lr: float, seed: int, repeats: float,
@@ -117,10 +106,3 @@ def check_vocab(n_vocab: int | None, vocab_dir: str | None) -> None:
     if vocab_dir is not None:
         raise PicoGPTError("--n_vocab learns a vocabulary from the text and --vocab_dir names "
                            "GPT-2's; give one of them.")
-
-
-def per_byte(loss: float, targets: np.ndarray, encoder) -> float:
-    """A mean loss per token of targets, in nats per byte of the text they stand for: what runs
-    with different vocabularies can compare (a token of GPT-2's holds ~4 bytes of English)."""
-    tokens = np.ravel(targets).tolist()
-    return loss * len(tokens) / len(encoder.decode_bytes(tokens))

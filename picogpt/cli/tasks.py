@@ -2,22 +2,29 @@
 induction.py), with the task's recipe as the flags' defaults."""
 
 import sys
+import uuid
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import PicoGPTError, whole_number
-from ..files.store import save_model
+from ..backward import cross_entropy
+from ..errors import PicoGPTError, _, whole_number
 from ..induction import (
     COPY_LENGTHS,
     copy_probes,
     measure_copies,
+    periodic_windows,
     task_batches,
     vocab_files,
 )
-from ..train import init_params, learn
+from ..model import gpt2
+from ..train import init_params
+from .checkpoint import check_free
 from .command import run_command
 from .prepare import check_settings, new_model_dir
+from .training import run_training
+
+HELD_OUT, HELD_OUT_SEED = 64, 2027  # windows held out, and the seed that makes them
 
 
 def train_task(task: str = "induction", name: str = "induction", models_dir: str = "models",
@@ -50,24 +57,47 @@ def train_task(task: str = "induction", name: str = "induction", models_dir: str
         block_max: the longest block (its tokens are distinct: at most n_vocab - 1).
         lead_in_from: the step from which half the windows have random tokens before the block.
         lead_in_max: the most random tokens before the block (0 .. lead_in_max, uniform).
-        curve_every: every this many steps, measure the held-out copies and the head scores;
-            saved with the model as curve.json.
+        curve_every: every this many steps, measure the held-out windows, the random-run
+            probes and the head scores, and keep a checkpoint; saved as curve.json.
         text_file: none: the task makes its own windows.
     """
     settings = check_task(locals())
-    model_dir = new_model_dir(models_dir, name)
-    hparams = {"n_vocab": n_vocab, "n_ctx": n_ctx, "n_embd": n_embd, "n_head": n_head,
-               "n_layer": n_layer}
-    rng = np.random.default_rng(seed)
+    new_model_dir(models_dir, name)
+    check_free(models_dir, name)
+    return run_task({**settings, "name": name, "models_dir": models_dir}, None)
+
+
+def run_task(settings: dict, run: dict | None) -> dict:
+    """The task run of settings (check_task's, with name and models_dir): a new one, or run's,
+    stopped, resumed."""
+    s, resuming = settings, run is not None
+    run = run or {"id": uuid.uuid4().hex, "command": "task", "settings": s}
+    n_vocab, n_ctx, n_head = s["n_vocab"], s["n_ctx"], s["n_head"]
+    hparams = {"n_vocab": n_vocab, "n_ctx": n_ctx, "n_embd": s["n_embd"], "n_head": n_head,
+               "n_layer": s["n_layer"]}
+    rng = np.random.default_rng(s["seed"])
     params = init_params(hparams, rng)
-    windows = task_batches(n_batch, n_ctx, n_vocab, rng, (block_min, block_max), lead_in_from,
-                           lead_in_max)
+    block = (s["block_min"], s["block_max"])
+    windows = task_batches(s["n_batch"], n_ctx, n_vocab, rng, block, s["lead_in_from"],
+                           s["lead_in_max"])
     groups = copy_probes(n_ctx, n_vocab)
-    curve = {"settings": settings, "loss": [], "measured": []}
-    params, loss = learn(params, windows, steps, lr, warmup, n_head, curve, curve_every,
-                         lambda params: measure_copies(params, n_head, groups))
-    save_model(model_dir, hparams, params, None, {**vocab_files(n_vocab), "curve.json": curve})
-    return {"model_dir": str(model_dir), "last_train_loss": loss, "curve": curve}
+    # held out: windows as the task makes them at the end (with lead-in), from a seed of their own
+    held = periodic_windows(HELD_OUT, n_ctx + 1, n_vocab, np.random.default_rng(HELD_OUT_SEED),
+                            block, s["lead_in_max"])  # [HELD_OUT, n_ctx + 1]
+
+    def held_out(params: dict) -> dict:
+        logits = gpt2(held[:, :-1], **params, n_head=n_head)  # [HELD_OUT, n_ctx, n_vocab]
+        return {"held_out": round(cross_entropy(logits, held[:, 1:])[0], 4)}
+
+    curve = {"settings": {key: value for key, value in s.items()
+                          if key not in ("name", "models_dir")}, "loss": [], "measured": []}
+    return run_training({
+        "name": s["name"], "models_dir": s["models_dir"], "run": run, "resume": resuming,
+        "hparams": hparams, "params": params, "windows": windows, "steps": s["steps"],
+        "lr": s["lr"], "warmup": s["warmup"], "curve_every": s["curve_every"], "curve": curve,
+        "vocab_dir": None, "files": vocab_files(n_vocab), "held_out": held_out,
+        "probes": lambda params: measure_copies(params, n_head, groups),
+        "sample": lambda params, step: None, "baselines": None})
 
 
 def check_task(settings: dict) -> dict:
@@ -104,12 +134,23 @@ def check_task(settings: dict) -> dict:
 def main(argv: list[str]) -> None:
     """`python -m picogpt.train --task induction ...`: train, then say what was written."""
     result = run_command(train_task, argv, "python -m picogpt.train --task induction",
-                         "text_file", stopped="training stopped; nothing was written.")
+                         "text_file", stopped=_("training stopped before it began; nothing was "
+                                                "written."))
     if isinstance(result, dict):
-        model_dir = Path(result["model_dir"])
-        last = result["curve"]["measured"][-1]
-        run = [f"t{5 * i % (result['curve']['settings']['n_vocab'] - 1)}" for i in range(1, 5)]
-        print(f"picogpt: wrote {model_dir}. Held-out copies: first {last['first']:.2f}, second "
-              f"{last['second']:.2f} nats per token. Try: picogpt \"{' '.join(run + run[:2])}\""
-              f" --model_size {model_dir.name} --models_dir {model_dir.parent} --explain "
-              f"page.html", file=sys.stderr)
+        say_written(result)
+
+
+def say_written(result: dict) -> None:
+    """The end of a task run: the held-out windows' loss, the probes, the model and a prompt."""
+    model_dir, curve = Path(result["model_dir"]), result["curve"]
+    best = next(m for m in curve["measured"] if m["step"] == curve["best"]["step"])
+    print("picogpt: " + _("held-out task windows: {before:.3f} -> {after:.3f} nats per token at "
+                          "step {step}, the model kept; random-run probes: first copy "
+                          "{first:.2f}, second copy {second:.2f} nats per token.").format(
+        before=curve["measured"][0]["held_out"], after=best["held_out"], step=best["step"],
+        first=best["first"], second=best["second"]), file=sys.stderr)
+    run = [f"t{5 * i % (curve['settings']['n_vocab'] - 1)}" for i in range(1, 5)]
+    print("picogpt: " + _("wrote {folder}. Try: picogpt \"{prompt}\" --model_size {name} "
+                          "--models_dir {models_dir} --explain page.html").format(
+        folder=model_dir, prompt=" ".join(run + run[:2]), name=model_dir.name,
+        models_dir=model_dir.parent), file=sys.stderr)

@@ -129,9 +129,11 @@ def print_scores(ids: list[int], scores: Scores, summary: dict, encoder: Encoder
         cell = "'" + shown(encoder, token_id) + "'"
         print(f"{cell:<{width}} {scores.logprobs[j]:9.3f} {scores.ranks[j]:6d}"
               + (f"  {expected}" if top else ""))
-    print(f"{summary['n_tokens']} tokens, {summary['n_bytes']} bytes: total NLL "
-          f"{summary['nll_nats']:.3f} nats, perplexity {summary['perplexity']:.3f} per token, "
-          f"{summary['bits_per_byte']:.4f} bits per byte")
+    print(f"{summary['n_tokens']} tokens, {summary['n_chars']} characters ({summary['n_bytes']} "
+          f"bytes): total NLL {summary['nll_nats']:.3f} nats; {summary['nats_per_token']:.3f} "
+          f"nats per token (perplexity {summary['perplexity']:.3f}), "
+          f"{summary['nats_per_char']:.3f} nats per character "
+          f"({summary['bits_per_byte']:.4f} bits per byte)")
 
 
 def print_text(ids, encoder: Encoder, stop: str | None, after: Sequence[int] = ()) -> None:

@@ -21,7 +21,7 @@ const Views = (() => {
 
       h_tokens: "Tokens",
       n_tokens: "Each BPE piece with its id. Grey: the prompt; blue: generated (click one to see its step). A piece that holds only part of a UTF-8 character shows its bytes in hex; the character its pieces form together is written under them, in a dashed box.",
-      n_tokens_wordpiece: "Each WordPiece token with its id: a vocabulary like BERT's, where every Chinese character is a token of its own and a piece inside a word is shown without its ##. Grey: the prompt; blue: generated (click one to see its step).",
+      n_tokens_wordpiece: "Each WordPiece token with its id: the model's own list of whole tokens (in BERT's Chinese vocabulary, one for each character); a piece inside a word is shown without its ##. Grey: the prompt; blue: generated (click one to see its step).",
       h_steps: "Step candidates",
       n_steps: "The distribution each generated token was drawn from: the most likely candidates with their probability as the model gave it (before, grey) and after the sampling filters (after, blue). Each column's bars are drawn against the largest value in that column, given in its header.",
       step: "step", candidate: "candidate", before: "before", after: "after",
@@ -71,7 +71,7 @@ const Views = (() => {
 
       h_tokens: "词元序列",
       n_tokens: "每个 BPE 片段及其 id。灰色为提示词，蓝色为生成的词元（点击可查看那一步）。只含某个 UTF-8 字符部分字节的片段以十六进制显示字节；这几个片段合起来组成的字符写在它们下方的虚线框里。",
-      n_tokens_wordpiece: "每个 WordPiece 词元及其 id。这是 BERT 式的词表：每个汉字单独是一个词元，词内的片段显示时去掉开头的 ##。灰色为提示词，蓝色为生成的词元（点击可查看那一步）。",
+      n_tokens_wordpiece: "每个 WordPiece 词元及其 id。词表是模型自己的一张整词元列表（BERT 的中文词表里一个汉字一个词元）；词内的片段显示时去掉开头的 ##。灰色为提示词，蓝色为生成的词元（点击可查看那一步）。",
       h_steps: "每一步的候选",
       n_steps: "每个生成的词元从哪个分布中选出：概率最高的几个候选，灰色是模型给出的原始概率（过滤前），蓝色是经过采样过滤之后的概率（过滤后）。每一列的条形以该列的最大值为满格，最大值写在列标题中。",
       step: "步骤", candidate: "候选", before: "过滤前", after: "过滤后",

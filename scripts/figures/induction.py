@@ -89,7 +89,8 @@ def train_demo(models_dir: str, name: str, steps: int) -> None:
     result = train(str(text), name=name, models_dir=models_dir, **{**SETTINGS, "steps": steps})
     minutes = (time.perf_counter() - start) / 60
     print(f"trained {result['model_dir']} in {minutes:.1f} minutes: held-out text loss "
-          f"{result['held_out_loss_before']:.2f} -> {result['held_out_loss_after']:.2f}")
+          f"{result['curve']['measured'][0]['held_out']:.2f} -> "
+          f"{result['best']['held_out']:.2f} (step {result['best']['step']})")
 
 
 def draw_curve(curve: dict, label: str, out: Path, text: dict) -> int | None:
@@ -175,13 +176,15 @@ def best_head(scores: list) -> str:
 
 
 def lens(encoder, params: dict, n_head: int) -> None:
-    """The logit lens on held-out text (the last tenth of the licences, never trained on): the
-    share of next tokens each residual stream ranks first, and their mean probability."""
+    """The logit lens on held-out text (the licences' paragraphs the train command held out,
+    never trained on, each after its start token): the share of next tokens each residual
+    stream ranks first, and their mean probability."""
     from picogpt.inside import residual_names
     from picogpt.model import layer_norm, softmax
+    from picogpt.train import hold_out, paragraph_ids, paragraphs
 
-    ids = encoder.encode(license_text())
-    held_out = ids[int(len(ids) * 0.9):][: len(params["wpe"])]
+    _, held = hold_out(paragraphs(license_text()))
+    held_out = paragraph_ids(held, encoder)[: len(params["wpe"])].tolist()
     _, values = trace(held_out, params, n_head)
     targets = np.array(held_out[1:])
     for row, name in enumerate(residual_names(len(params["blocks"]))):

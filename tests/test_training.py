@@ -1,0 +1,267 @@
+"""A training run survives interruption (cli/training.py, cli/checkpoint.py): Ctrl-C keeps the
+best model so far under its name and says how to go on, --resume ends where an uninterrupted
+run of the same seed ends, and a save that fails keeps the parameters in a folder it names.
+Every run is tiny: a few hundred tokens of a text the tests write, a vocabulary of 300."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_load import assert_one_line_error, picogpt
+from test_load_faults import default_sigint
+
+from picogpt import train as train_module
+from picogpt.cli.train import main
+from picogpt.files import store
+from picogpt.files.load import load_encoder_hparams_and_params
+from picogpt.files.params import flatten
+
+WORDS = ("river stone night wind moon light rain cloud hill road green cold long white "
+         "old spring bird tree sea snow home far east west bright deep").split()
+
+
+def write_text(path: Path, n_paragraphs: int = 60, seed: int = 0) -> Path:
+    """Paragraphs of two lines of words, each paragraph different, separated by blank lines."""
+    rng = np.random.default_rng(seed)
+    paragraphs = [f"Poem {i}\n" + "\n".join(" ".join(rng.choice(WORDS, 5)) for _ in range(2))
+                  for i in range(n_paragraphs)]
+    path.write_text("\n\n".join(paragraphs) + "\n", encoding="utf-8")
+    return path
+
+
+SMALL = ["--n_vocab", "300", "--n_layer", "1", "--n_head", "2", "--n_embd", "16", "--n_ctx",
+         "16", "--n_batch", "4", "--steps", "12", "--curve_every", "4", "--lr", "0.02"]
+TASK = ["--task", "induction", "--n_embd", "16", "--n_ctx", "16", "--n_batch", "4", "--steps",
+        "12", "--curve_every", "4", "--warmup", "3", "--block_max", "6", "--lead_in_from", "6",
+        "--lead_in_max", "4"]
+
+
+def command(kind: str, text: Path, name: str, models_dir: Path) -> list[str]:
+    """The command line of a tiny text run or task run."""
+    where = ["--name", name, "--models_dir", str(models_dir)]
+    return [str(text), *where, *SMALL] if kind == "text" else [*TASK, *where]
+
+
+def assert_ends_in_one_line_error(done, message: str) -> None:
+    """A run that trained, then failed as a user should see it: exit 1, no traceback, and one
+    last line that says what happened."""
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    last = done.stderr.replace("\r", "\n").strip().splitlines()[-1]
+    assert last.startswith("picogpt: ") and message in last, last
+
+
+def stop_at(monkeypatch, step: int) -> None:
+    """Ctrl-C (a KeyboardInterrupt) in the middle of training step `step`."""
+    real, calls = train_module.loss_and_grads, []
+
+    def interrupted(*args):
+        calls.append(1)
+        if len(calls) == step + 1:
+            raise KeyboardInterrupt
+        return real(*args)
+
+    monkeypatch.setattr(train_module, "loss_and_grads", interrupted)
+
+
+def assert_same_model(models_dir: Path, name: str, other_dir: Path, other: str) -> None:
+    """The two folders hold the same parameters, bit for bit, and the same curve."""
+    _, _, params = load_encoder_hparams_and_params(name, str(models_dir))
+    _, _, theirs = load_encoder_hparams_and_params(other, str(other_dir))
+    for key, array in flatten(params).items():
+        np.testing.assert_array_equal(array, flatten(theirs)[key], err_msg=key)
+    curve = json.loads((models_dir / name / "curve.json").read_text(encoding="utf-8"))
+    their_curve = json.loads((other_dir / other / "curve.json").read_text(encoding="utf-8"))
+    for key in ("loss", "measured", "best", "rising_after"):
+        assert curve[key] == their_curve[key], key
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """The reference: each kind of run trained to its end without a stop."""
+    root = tmp_path_factory.mktemp("whole")
+    text = write_text(root / "poems.txt")
+    for kind in ("text", "task"):
+        done = picogpt(*command(kind, text, kind, root / "models"), entry=main)
+        assert done.returncode == 0, done.stderr
+    return root / "models", text
+
+
+@pytest.mark.parametrize("kind", ["text", "task"])
+def test_ctrl_c_keeps_a_model_that_runs_and_resume_ends_as_an_uninterrupted_run(
+        kind, uninterrupted, tmp_path, monkeypatch):
+    """Stopped in step 6 (its last checkpoint at step 4): NAME is the best model so far and runs,
+    its curve says where it stopped, the one line gives the step and the command; that command
+    ends with the very parameters of a run that was never stopped."""
+    whole_dir, text = uninterrupted
+    models_dir = tmp_path / "models"
+    stop_at(monkeypatch, 6)
+    done = picogpt(*command(kind, text, "stopped", models_dir), entry=main)
+    monkeypatch.undo()
+    assert done.returncode == 130 and "Traceback" not in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    resume = f"python -m picogpt.train --resume --name stopped --models_dir {models_dir}"
+    assert last.startswith("picogpt: training stopped at step 6 of 12; the model of step ")
+    assert last.endswith(f"Continue from step 4 with: {resume}")
+    curve = json.loads((models_dir / "stopped" / "curve.json").read_text(encoding="utf-8"))
+    assert curve["stopped_at"] == 6 and curve["resume"] == resume
+    prompt = "Poem" if kind == "text" else "t5 t17 t3"
+    ran = picogpt(prompt, "--model_size", "stopped", "--models_dir", str(models_dir),
+                  "--n_tokens", "3")
+    assert ran.returncode == 0, ran.stderr
+    finished = picogpt(*resume.split()[3:], entry=main)
+    assert finished.returncode == 0, finished.stderr
+    assert sorted(p.name for p in models_dir.iterdir()) == ["stopped"]  # .part is gone
+    assert_same_model(models_dir, "stopped", whole_dir, kind)
+
+
+CHILD = """
+import signal, sys
+from picogpt import train
+real, calls = train.loss_and_grads, []
+def paused(*args):
+    calls.append(1)
+    if len(calls) == 7:  # in step 6: wait for Ctrl-C
+        print("paused in step 6", file=sys.stderr, flush=True)
+        signal.pause()
+    return real(*args)
+train.loss_and_grads = paused
+from picogpt.cli.train import main
+main(sys.argv[1:])
+"""
+
+
+def test_a_real_sigint_keeps_the_model_and_its_command_finishes_the_run(uninterrupted, tmp_path):
+    """The command's own process, stopped by SIGINT while it waits inside step 6 (no race with
+    the end of training): exit 130, one line, a model that runs, and a command that finishes
+    the run as if it had never stopped."""
+    whole_dir, text = uninterrupted
+    models_dir = tmp_path / "models"
+    process = subprocess.Popen([sys.executable, "-c", CHILD, *command("text", text, "cut",
+                                                                     models_dir)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               preexec_fn=default_sigint)
+    said = b""
+    while b"paused in step 6" not in said:
+        chunk = os.read(process.stderr.fileno(), 1 << 16)
+        assert chunk, said.decode(errors="replace")
+        said += chunk
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130 and b"Traceback" not in stderr
+    last = stderr.decode().replace("\r", "\n").strip().splitlines()[-1]
+    assert last.startswith("picogpt: training stopped at step 6 of 12;")
+    resume = last.split("Continue from step 4 with: ")[1]
+    ran = picogpt("", "--model_size", "cut", "--models_dir", str(models_dir), "--n_tokens", "4")
+    assert ran.returncode == 0, ran.stderr
+    finished = subprocess.run(resume.split(), capture_output=True, text=True, timeout=300)
+    assert finished.returncode == 0, finished.stderr
+    assert_same_model(models_dir, "cut", whole_dir, "text")
+
+
+@pytest.mark.parametrize("kind", ["text", "task"])
+def test_ctrl_c_after_the_first_measurement_of_a_long_run(kind, tmp_path):
+    """python -m picogpt.train itself, 100,000 steps planned, SIGINT once the first measurement
+    is printed: exit 130, a model that runs, the command that goes on."""
+    text = write_text(tmp_path / "poems.txt")
+    models_dir = tmp_path / "models"
+    args = [*command(kind, text, "long", models_dir), "--steps", "100000", "--curve_every", "50"]
+    process = subprocess.Popen([sys.executable, "-m", "picogpt.train", *args],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               preexec_fn=default_sigint)
+    said = b""
+    while b"step 0: " not in said:  # printed after the checkpoint is written
+        chunk = os.read(process.stderr.fileno(), 1 << 16)
+        assert chunk, said.decode(errors="replace")
+        said += chunk
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130 and b"Traceback" not in stderr
+    last = stderr.decode().replace("\r", "\n").strip().splitlines()[-1]
+    assert last.startswith("picogpt: training stopped at step ")
+    assert last.endswith(f"with: python -m picogpt.train --resume --name long --models_dir "
+                         f"{models_dir}")
+    prompt = "Poem" if kind == "text" else "t5 t17 t3"
+    ran = picogpt(prompt, "--model_size", "long", "--models_dir", str(models_dir), "--n_tokens",
+                  "4")
+    assert ran.returncode == 0, ran.stderr
+    assert (models_dir / "long.part" / "checkpoint.npz").is_file()
+
+
+def test_a_name_taken_while_training_keeps_the_model_in_the_part_folder(tmp_path, monkeypatch):
+    """Someone makes models/NAME during the run: it keeps every byte, and the trained model is
+    kept in NAME.part, which picogpt runs."""
+    text = write_text(tmp_path / "poems.txt")
+    models_dir = tmp_path / "models"
+    real = train_module.adamw
+
+    def taken(*args, **kwargs):
+        (models_dir / "mine").mkdir(exist_ok=True)
+        (models_dir / "mine" / "notes.txt").write_text("not yours")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(train_module, "adamw", taken)
+    done = picogpt(*command("text", text, "mine", models_dir), entry=main)
+    assert_ends_in_one_line_error(done, f"cannot write the model to {models_dir / 'mine'}")
+    assert f"is kept in {models_dir / 'mine.part'}, a model folder picogpt runs" in done.stderr
+    assert sorted(p.name for p in (models_dir / "mine").iterdir()) == ["notes.txt"]
+    ran = picogpt("Poem", "--model_size", "mine.part", "--models_dir", str(models_dir),
+                  "--n_tokens", "4")
+    assert ran.returncode == 0, ran.stderr
+
+
+def test_a_full_disk_at_the_end_keeps_the_parameters_and_resume_writes_them(
+        uninterrupted, tmp_path, monkeypatch):
+    """Writing any params/ fails with ENOSPC: the run says where its parameters are and the
+    command that writes them; once there is room, that command writes the model the run
+    trained, the same as a run that never failed."""
+    whole_dir, text = uninterrupted
+    models_dir = tmp_path / "models"
+
+    def full(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(store, "write_tensors", full)
+    done = picogpt(*command("text", text, "full", models_dir), entry=main)
+    monkeypatch.undo()
+    resume = f"python -m picogpt.train --resume --name full --models_dir {models_dir}"
+    assert_ends_in_one_line_error(done, "(No space left on device); its parameters are kept in "
+                                f"{models_dir / 'full.part'}/checkpoint.npz; free some space, "
+                                f"then finish with: {resume}")
+    assert not (models_dir / "full").exists()
+    finished = picogpt(*resume.split()[3:], entry=main)
+    assert finished.returncode == 0, finished.stderr
+    assert_same_model(models_dir, "full", whole_dir, "text")
+
+
+def test_a_stopped_run_is_not_started_again_and_resume_takes_no_other_settings(tmp_path,
+                                                                                monkeypatch):
+    """A new run of a stopped run's name is refused (its model, then its folder in progress),
+    as are --resume with a setting, with a text that changed, and of a run that is not there."""
+    text = write_text(tmp_path / "poems.txt")
+    models_dir = tmp_path / "models"
+    stop_at(monkeypatch, 5)
+    assert picogpt(*command("text", text, "half", models_dir), entry=main).returncode == 130
+    monkeypatch.undo()
+    resume = f"python -m picogpt.train --resume --name half --models_dir {models_dir}"
+    started = picogpt(str(text), "--name", "half", "--models_dir", str(models_dir), *SMALL,
+                      entry=main)
+    assert_one_line_error(started, "already exists")
+    (models_dir / "half").rename(models_dir / "moved")
+    started = picogpt(str(text), "--name", "half", "--models_dir", str(models_dir), *SMALL,
+                      entry=main)
+    assert_one_line_error(started, f"holds a run of half that did not finish; continue it with: "
+                                   f"{resume}")
+    extra = picogpt(*resume.split()[3:], "--lr", "0.1", entry=main)
+    assert_one_line_error(extra, "--resume goes on with the settings the run began with; drop "
+                                 "--lr.")
+    text.write_text(text.read_text() + "\n\nPoem more\nnew words\n")
+    changed = picogpt(*resume.split()[3:], entry=main)
+    assert_one_line_error(changed, "changed since the run began")
+    missing = picogpt("--resume", "--name", "nothing", "--models_dir", str(models_dir),
+                      entry=main)
+    assert_one_line_error(missing, "there is no stopped run of nothing in")
