@@ -1,12 +1,12 @@
 """Training a small GPT-2 in NumPy: initial weights, AdamW, the schedule, batches, the loop.
 
-The gradients come from fasttrain.py's `loss_and_grads` (backward.py's in fewer passes over
-memory; tests hold the two equal); this module learns with them: GPT-2's
-initial weights, one AdamW step, the learning rate at each step, a text's paragraphs (every
-tenth held out whole, each opened by the start token), random windows of them, the loop with
-its progress bar, and the loss on held-out text. The command that reads a text and writes a
-model folder, `python -m picogpt.train`, is picogpt/cli/train.py (its checkpoints, Ctrl-C and
---resume are cli/training.py's); running this module runs it.
+The gradients come from fasttrain.py's `loss_and_grads` (backward.py's, in fewer passes over
+memory; tests hold the two equal); this module learns with them: GPT-2's initial weights, one
+AdamW step, the learning rate at each step, a text's paragraphs (every tenth held out whole,
+each opened by the start token), random windows of them, the loop with its progress bar, and the
+loss on held-out text. The command that reads a text and writes a model folder,
+`python -m picogpt.train`, is picogpt/cli/train.py (its checkpoints, Ctrl-C and --resume are
+cli/training.py's); running this module runs it.
 
     python -m picogpt.train book.txt --name mine --steps 600
     picogpt "Once upon a time" --model_size mine

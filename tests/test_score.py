@@ -154,8 +154,8 @@ def test_the_cli_json_and_top_give_the_models_numbers(tiny, vocab_dir):
 
 @pytest.mark.parametrize("args, message", [
     (["", "--score"], "the text to score is empty"),
-    (["hi", "--score", "--stride", "0"], "stride=0 is not a whole number from 1 to 1024"),
-    (["hi", "--score", "--stride", "2000"], "stride=2000 is not a whole number from 1"),
+    (["hi", "--score", "--stride", "0"], "stride=0 is not a whole number from 1 up"),
+    (["hi", "--score", "--stride", "2000"], "stride=2000 is not a whole number from 1 to 128"),
     (["--score", "--prompt_file", "/no/such"], "cannot read --prompt_file /no/such"),
     (["hi", "--top", "3"], "--top works with --score"),
 ])
