@@ -142,6 +142,42 @@ def induction_score(values: dict[str, np.ndarray], ids) -> np.ndarray:  # -> [n_
     return (weights * after).sum(axis=-1)[..., repeated].mean(axis=-1)
 
 
+def line_places(ids, breaks) -> tuple[np.ndarray, np.ndarray]:  # [n_seq] -> [n_seq], [n_seq]
+    """Each position's line (0, 1, ...) and place in its line (0, 1, ...), where a token of
+    breaks (a line break, or the ，。 that end a half-line of verse) is the last of its line."""
+    is_break = np.isin(np.asarray(ids), list(breaks))  # [n_seq]
+    line = np.concatenate([[0], np.cumsum(is_break)[:-1]])  # a break's line ends after it
+    starts = np.flatnonzero(np.diff(line, prepend=-1))  # [n_line] where each line starts
+    return line, np.arange(len(line)) - starts[line]
+
+
+def last_break_score(values: dict[str, np.ndarray], ids, breaks) -> np.ndarray:
+    """For each query position i with a break token (of breaks) before it, the weight on the
+    latest such position j < i, averaged over those i: the head that counts within a line."""
+    weights, is_break = patterns(values), np.isin(np.asarray(ids), list(breaks))
+    n_seq = is_break.shape[-1]
+    latest = np.maximum.accumulate(np.where(is_break, np.arange(n_seq), -1))  # [n_seq]
+    before = np.concatenate([[-1], latest[:-1]])  # [n_seq] latest break j < i, or -1
+    queries = np.flatnonzero(before >= 0)
+    if not queries.size:
+        raise ValueError("a last-break score needs a break token before some position")
+    return weights[..., queries, before[queries]].mean(axis=-1)  # [n_layer, n_head]
+
+
+def previous_line_score(values: dict[str, np.ndarray], ids, breaks) -> np.ndarray:
+    """For each query position i at place p of line k >= 1 whose line k - 1 has a place p,
+    the weight on that position, averaged over those i: the head that reads the line above."""
+    weights = patterns(values)
+    line, place = line_places(ids, breaks)
+    above = {(k, p): j for j, (k, p) in enumerate(zip(line.tolist(), place.tolist()))}
+    pairs = [(i, above[k - 1, p]) for i, (k, p) in enumerate(zip(line.tolist(), place.tolist()))
+             if (k - 1, p) in above]
+    if not pairs:
+        raise ValueError("a previous-line score needs two lines in ids")
+    queries, keys = np.array(pairs).T
+    return weights[..., queries, keys].mean(axis=-1)  # [n_layer, n_head]
+
+
 def repeated_tokens(n: int, seed: int = 0, n_vocab: int = N_VOCAB) -> list[int]:
     """<|endoftext|>, n random token ids, and the same n again: a text in which only an
     induction head can predict the second half (its tokens never repeat by chance)."""

@@ -198,7 +198,8 @@ def test_the_warmup_flag_sets_the_rise_of_the_learning_rate(monkeypatch, tmp_pat
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--task", "copy"], "task='copy' is not a task picogpt knows; the one task is induction"),
+    (["--task", "copy"], "task='copy' is not a task picogpt knows; the tasks are induction and "
+                         "poems"),
     (["book.txt", "--task", "induction"], "reads no text; drop 'book.txt'"),
     (["--task", "induction", "--warmup", "2000"], "warmup=2000 is not a whole number from 0 to "
                                                   "1600"),

@@ -15,7 +15,7 @@ from test_model import float64, load, prompt_ids
 from picogpt import generate, gpt2, softmax, trace
 from picogpt.files.load import load_encoder_hparams_and_params, read_encoder
 from picogpt.generate import generate_steps
-from picogpt.inside import logit_lens, residual_names
+from picogpt.inside import last_break_score, logit_lens, previous_line_score, residual_names
 from picogpt.sampling import Sampling, sample_rngs
 from picogpt.web.show import visible
 from scripts.fixtures.circuits import induction_circuit
@@ -639,6 +639,51 @@ def test_the_pages_head_scores_are_the_libraries_and_a_click_shows_that_head(tin
     assert page.locator("#overview canvas.sel").get_attribute("data-head") == "2"
 
 
+def verse_heads(seed: int = 0):
+    """Random causal attention patterns for two layers of three heads over a short verse's ids
+    (5 ends a half-line, 6 a line), as trace would keep them."""
+    rng = np.random.default_rng(seed)
+    ids = np.array([1, 2, 3, 5, 2, 4, 1, 6, 3, 3, 2, 5, 1, 1, 6, 4, 2])
+    n = len(ids)
+    scores = rng.normal(size=(2, 3, n, n)) + np.triu(np.full((n, n), -np.inf), 1)
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    return ids, {f"blocks.{i}.attn.pattern": weights[i] for i in range(2)}, weights
+
+
+def test_the_last_break_and_previous_line_scores_follow_their_definitions():
+    ids, values, weights = verse_heads()
+    breaks = (5, 6)
+    last, above = [], []
+    line, place, lines = 0, 0, {}  # each position's (line, place), counted here in a loop
+    where = []
+    for token in ids:
+        where.append((line, place))
+        lines[line, place] = len(where) - 1
+        line, place = (line + 1, 0) if token in breaks else (line, place + 1)
+    for i in range(len(ids)):
+        earlier = [j for j in range(i) if ids[j] in breaks]
+        if earlier:
+            last.append(weights[:, :, i, earlier[-1]])
+        k, p = where[i]
+        if (k - 1, p) in lines:
+            above.append(weights[:, :, i, lines[k - 1, p]])
+    np.testing.assert_allclose(last_break_score(values, ids, breaks), np.mean(last, axis=0),
+                               rtol=1e-12)
+    np.testing.assert_allclose(previous_line_score(values, ids, breaks), np.mean(above, axis=0),
+                               rtol=1e-12)
+    assert last_break_score(values, ids, breaks).shape == (2, 3)
+
+
+def test_a_head_that_reads_the_line_above_scores_one():
+    ids = np.array([1, 2, 5, 3, 4, 5, 2, 2, 6])  # three lines of three tokens
+    n = len(ids)
+    weights = np.zeros((1, 1, n, n))
+    for i in range(n):
+        weights[0, 0, i, i - 3 if i >= 3 else 0] = 1.0
+    values = {"blocks.0.attn.pattern": weights[0]}
+    assert previous_line_score(values, ids, (5, 6))[0, 0] == 1.0
+    assert last_break_score(values, ids, (5, 6))[0, 0] < 0.5
 def test_random_weights_are_titled_random_whatever_their_folder_is_called(tiny):
     """The loaded model's own word (random=True) on any kind of folder, and a folder named for
     an OpenAI size that holds another shape, are random weights; a trained model stays itself."""

@@ -1,5 +1,6 @@
 """`python -m picogpt.train --task NAME`: training runs whose data a task makes (picogpt/
-induction.py), with the task's recipe as the flags' defaults."""
+induction.py's random runs; the poems task, cli/poems.py, reads files/poems.py's classical
+poems), with the task's recipe as the flags' defaults."""
 
 import sys
 import uuid
@@ -70,6 +71,10 @@ def train_task(task: str = "induction", name: str = "induction", models_dir: str
 def run_task(settings: dict, run: dict | None) -> dict:
     """The task run of settings (check_task's, with name and models_dir): a new one, or run's,
     stopped, resumed."""
+    if settings["task"] == "poems":
+        from .poems import run_poems
+
+        return run_poems(settings, run)
     s, resuming = settings, run is not None
     run = run or {"id": uuid.uuid4().hex, "command": "task", "settings": s}
     n_vocab, n_ctx, n_head = s["n_vocab"], s["n_ctx"], s["n_head"]
@@ -104,8 +109,8 @@ def check_task(settings: dict) -> dict:
     """The task's settings, each checked, as curve.json records them; PicoGPTError for the
     first that cannot train, before any work."""
     if settings["task"] != "induction":
-        raise PicoGPTError(f"task={settings['task']!r} is not a task picogpt knows; the one "
-                           f"task is induction (--task induction).")
+        raise PicoGPTError(_("task={task!r} is not a task picogpt knows; the tasks are "
+                             "induction and poems (--task poems).").format(task=settings["task"]))
     if settings["text_file"] is not None:
         raise PicoGPTError(f"--task induction makes its own windows and reads no text; drop "
                            f"{settings['text_file']!r}.")
@@ -133,6 +138,10 @@ def check_task(settings: dict) -> dict:
 
 def main(argv: list[str]) -> None:
     """`python -m picogpt.train --task induction ...`: train, then say what was written."""
+    if task_name(argv) == "poems":
+        from .poems import main_poems
+
+        return main_poems(argv)
     result = run_command(train_task, argv, "python -m picogpt.train --task induction",
                          "text_file", stopped=_("training stopped before it began; nothing was "
                                                 "written."))
@@ -154,3 +163,13 @@ def say_written(result: dict) -> None:
                           "--models_dir {models_dir} --explain page.html").format(
         folder=model_dir, prompt=" ".join(run + run[:2]), name=model_dir.name,
         models_dir=model_dir.parent), file=sys.stderr)
+
+
+def task_name(argv: list[str]) -> str | None:
+    """The value of --task on a command line (--task NAME or --task=NAME)."""
+    for i, word in enumerate(argv):
+        if word.startswith("--task="):
+            return word.split("=", 1)[1]
+        if word == "--task" and i + 1 < len(argv):
+            return argv[i + 1]
+    return None

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..chars import Chars, count_chars
 from ..curve import measure, probes
 from ..encoder import N_VOCAB, Encoder
 from ..errors import PicoGPTError, _
@@ -35,7 +36,7 @@ def train(text_file: str, name: str = "trained", models_dir: str = "models", n_l
           n_head: int = 4, n_embd: int = 128, n_ctx: int = 128, n_batch: int = 16,
           steps: int = 600, lr: float = 3e-3, seed: int = 0, repeats: float = 0.0,
           curve_every: int = 50, vocab_dir: str | None = None,
-          n_vocab: int | None = None) -> dict:
+          n_vocab: int | None = None, vocab: str | None = None) -> dict:
     """Train a small GPT-2 on a text file and write it to models_dir/name. (The induction
     task needs no text: python -m picogpt.train --task induction --help.) A run stopped with
     Ctrl-C goes on with: python -m picogpt.train --resume --name NAME --models_dir DIR.
@@ -62,8 +63,15 @@ def train(text_file: str, name: str = "trained", models_dir: str = "models", n_l
         n_vocab: learn a vocabulary of this many tokens from the text (byte-level BPE, as
             GPT-2's: 256 bytes, the merges, <|endoftext|>) instead of using GPT-2's 50,257. A
             small model trains many times faster on a few hundred or thousand tokens.
+        vocab: chars for a character vocabulary: each character the training paragraphs hold
+            twice or more is a token (line breaks and spaces too), the rest one unknown token;
+            for Chinese, or a character-level model of a book (docs/poems.md).
     """
     check_vocab(n_vocab, vocab_dir)
+    if vocab is not None and (vocab != "chars" or n_vocab is not None or vocab_dir is not None):
+        raise PicoGPTError(_("--vocab {vocab!r}: the one vocabulary it names is chars (a "
+                             "character vocabulary), which takes neither --n_vocab nor "
+                             "--vocab_dir.").format(vocab=vocab))
     check_settings({"n_layer": n_layer, "n_head": n_head, "n_embd": n_embd, "n_ctx": n_ctx,
                     "n_batch": n_batch, "steps": steps, "curve_every": curve_every}, lr, seed,
                    repeats, n_vocab or N_VOCAB)  # memory: the output layer's rows are the tokens
@@ -85,7 +93,10 @@ def train_text(settings: dict, run: dict | None) -> dict:
     run = run or {"id": uuid.uuid4().hex, "command": "text", "settings": s, "sha256": digest}
     parts = paragraphs(text)
     trained, held = hold_out(parts)
-    if s["n_vocab"] is None:
+    if s.get("vocab") == "chars":  # the characters of the training paragraphs
+        encoder = Chars(count_chars("\n\n".join(trained)))
+        vocab, files = None, {"chars.json": encoder.tokens}
+    elif s["n_vocab"] is None:
         vocab, files = find_vocab(s["vocab_dir"], s["models_dir"]), {}
         encoder = read_encoder(vocab)
     else:  # merges of the training paragraphs, written into the model folder as GPT-2's files
@@ -96,7 +107,7 @@ def train_text(settings: dict, run: dict | None) -> dict:
                                                          in held]), HELD_OUT_TOKENS, "right")))]
     train_ids, held_ids = paragraph_ids(trained, encoder), paragraph_ids(held, encoder)
     check_lengths(s["text_file"], len(parts), len(train_ids), len(held_ids), s["n_ctx"])
-    n_vocab, n_head = len(encoder.encoder), s["n_head"]
+    n_vocab, n_head = encoder.n_vocab, s["n_head"]
     hparams = {"n_vocab": n_vocab, "n_ctx": s["n_ctx"], "n_embd": s["n_embd"],
                "n_head": n_head, "n_layer": s["n_layer"]}
     rng = np.random.default_rng(s["seed"])

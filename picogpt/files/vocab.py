@@ -3,19 +3,22 @@
 A byte-level BPE (encoder.json and vocab.bpe, or Hugging Face's vocab.json and merges.txt) or a
 WordPiece vocabulary (vocab.txt with tokenizer_config.json and special_tokens_map.json), or
 either of them as a tokenizer.json describes it (all transformers 5 saves; tokenizer_json.py
-reads it): the files decide which, in every folder picogpt reads. A folder that holds
+reads it), or a character vocabulary (chars.json, as picogpt.train --vocab chars writes): the
+files decide which, in every folder picogpt reads. A folder that holds
 tokenizer.json and the older files must hold one vocabulary in both. It reads and checks; the
-classes that use the vocabulary are encoder.py's and wordpiece.py's.
+classes that use the vocabulary are encoder.py's, wordpiece.py's and chars.py's.
 """
 
 from pathlib import Path
 
+from ..chars import START, UNKNOWN, Chars
 from ..encoder import END_OF_TEXT, N_MERGES, N_VOCAB, SPECIAL, Encoder, bytes_to_unicode
 from ..errors import PicoGPTError, _
 from ..wordpiece import WordPiece
 from .store import read_json
 
 BPE_FILES = (("encoder.json", "vocab.bpe"), ("vocab.json", "merges.txt"))  # OpenAI's, HF's
+CHARS_FILE = "chars.json"  # a JSON list of picogpt's character vocabulary: id -> token
 WORDPIECE_FILES = ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
 TOKENIZER_JSON = "tokenizer.json"  # the tokenizers library's one file: either kind
 # what WordPiece takes from those two JSON files: each setting's types (None: the default), as
@@ -46,19 +49,26 @@ def read_files(folder: Path, fix: str, gpt2: bool):
     """The vocabulary of the files before tokenizer.json: exactly one kind of them."""
     bpe = [pair for pair in BPE_FILES if all((folder / name).is_file() for name in pair)]
     wordpiece = (folder / WORDPIECE_FILES[0]).is_file()
-    if len(bpe) + wordpiece != 1:
-        names = [name for pair in BPE_FILES for name in pair] + list(WORDPIECE_FILES)
+    chars = (folder / CHARS_FILE).is_file()
+    if len(bpe) + wordpiece + chars != 1:
+        names = [name for pair in BPE_FILES for name in pair] + list(WORDPIECE_FILES) + [
+            CHARS_FILE]
         found = [name for name in names if (folder / name).is_file()]
         halves = [f"{a} without {b}" for pair in BPE_FILES for a, b in (pair, pair[::-1])
                   if (folder / a).is_file() and not (folder / b).is_file()]
-        which = "both a BPE and a WordPiece vocabulary" if bpe and wordpiece else (
+        which = "two kinds of vocabulary" if bool(bpe) + wordpiece + chars > 1 else (
             "two BPE vocabularies" if len(bpe) > 1 else
             f"no whole vocabulary ({'; '.join(halves)})" if halves else "no vocabulary")
         raise PicoGPTError(
             f"{folder} holds {which} (found: {', '.join(found) or 'none of them'}); picogpt "
             f"needs exactly one: encoder.json + vocab.bpe, vocab.json + merges.txt (byte-level "
-            f"BPE, as GPT-2's), vocab.txt (WordPiece, as BERT's) or tokenizer.json (either). "
-            f"{fix[0].upper()}{fix[1:]}.")
+            f"BPE, as GPT-2's), vocab.txt (WordPiece, as BERT's), tokenizer.json (either) or "
+            f"chars.json (characters). {fix[0].upper()}{fix[1:]}.")
+    if chars:
+        if gpt2:
+            raise PicoGPTError(f"{folder} holds {CHARS_FILE}, not GPT-2's encoder.json and "
+                               f"vocab.bpe; {fix}.")
+        return read_chars(folder / CHARS_FILE, fix)
     if wordpiece:
         if gpt2:
             raise PicoGPTError(f"{folder} holds vocab.txt, not GPT-2's encoder.json and "
@@ -151,6 +161,18 @@ def bpe_encoder(table, merges: list[tuple], sizes: tuple[int, int] | None,
         what = "GPT-2's merge list" if n_merges else "a BPE merge list"
         raise PicoGPTError(f"{merges_file} is not {what} ({count}); {fix}.")
     return Encoder(table, merges)
+
+
+def read_chars(path: Path, fix: str) -> Chars:
+    """A character vocabulary: chars.json, a JSON list of distinct tokens (its index is the id),
+    each one character but the two special tokens. fix is what the error says to do."""
+    tokens = read_json(path)
+    if not (isinstance(tokens, list) and all(isinstance(t, str) for t in tokens)
+            and len(set(tokens)) == len(tokens) and {START, UNKNOWN} <= set(tokens)
+            and all(len(t) == 1 for t in tokens if t not in (START, UNKNOWN))):
+        raise PicoGPTError(f"{path} is not a character vocabulary (a JSON list of distinct "
+                           f"characters with {UNKNOWN} and {START}); {fix}.")
+    return Chars(tokens)
 
 
 def read_wordpiece(folder: Path, fix: str) -> WordPiece:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..chars import Chars
 from ..encoder import Encoder
 from ..inside import (
     cosine_similarity,
@@ -30,8 +31,8 @@ N_WPE = 128  # positions in the wpe similarity picture
 
 def views(ids: list[int], params: dict, n_head: int, encoder: Encoder,
           pause: Callable[[], None] = lambda: None, lens_kept: bool = False) -> dict:
-    """The views of a text that every page shows: its tokens (and the vocabulary's kind, "bpe"
-    or "wordpiece", which the tokens' caption names), attention, head scores, logit lens and
+    """The views of a text that every page shows: its tokens (and the vocabulary's kind, "bpe",
+    "wordpiece" or "chars", which the tokens' caption names), attention, head scores, logit lens and
     wpe similarity. pause is called after the trace and after each of the logit lens's
     rows, the long part (the explore server stops there once the text has changed). With
     lens_kept, the logit lens covers only the positions the attention keeps, as the explore
@@ -60,7 +61,8 @@ def views(ids: list[int], params: dict, n_head: int, encoder: Encoder,
         heads["induction"] = induction_score(values, ids).round(4).tolist()
     return {
         "n_layer": n_layer, "n_head": n_head,
-        "vocabulary": "wordpiece" if isinstance(encoder, WordPiece) else "bpe",
+        "vocabulary": "wordpiece" if isinstance(encoder, WordPiece) else (
+            "chars" if isinstance(encoder, Chars) else "bpe"),
         "tokens": [piece(encoder, i) for i in ids],
         "characters": characters([encoder.decode_bytes([i]) for i in ids]),
         "attention": {"first": first, "n": n_kept, "data": float32_base64(attention)},

@@ -1,0 +1,65 @@
+"""A character vocabulary: each character is a token, for training a model on a small text.
+
+Owns the `Chars` class and `count_chars`, which builds a vocabulary from a text. Every
+character the text holds at least twice is a token (line breaks and spaces too, so a model can
+end a line); any other character becomes one unknown token; a start token opens every poem or
+paragraph in training, so an empty prompt works as GPT-2's <|endoftext|> does. A model folder
+keeps it as chars.json (a JSON list: the line number of the list is the id), which
+files/vocab.py reads.
+
+Why not WordPiece's vocab.txt: BERT's basic tokenization drops spaces and line breaks, so a
+poem's lines could not end. Why not byte-level BPE: GPT-2's cuts a Chinese character into two
+or three byte tokens (docs/poems.md measures all three). `Chars` has the face `Encoder` and
+`WordPiece` have (`encode`, `decode`, `decode_bytes`, `n_vocab`, `start`, `end`, `unknown`,
+`prompt_ids`, `outside`), so every command runs it unchanged. No I/O.
+"""
+
+from collections import Counter
+
+START, UNKNOWN = "<|start|>", "<|unknown|>"  # the two special tokens, last in the list
+
+
+def count_chars(text: str, min_count: int = 2) -> list[str]:
+    """The tokens of a character vocabulary for text: each character it holds at least
+    min_count times, most frequent first (ties in the text's order), then the unknown and the
+    start token."""
+    counts = Counter(text)  # keeps first-seen order, so most_common breaks ties by it
+    return [char for char, n in counts.most_common() if n >= min_count] + [UNKNOWN, START]
+
+
+class Chars:
+    """A character vocabulary: `encode(str) -> list[int]`, `decode(list[int]) -> str`."""
+
+    def __init__(self, tokens: list[str]):
+        self.tokens = list(tokens)  # id -> token: characters, then <|unknown|> and <|start|>
+        self.ids = {token: i for i, token in enumerate(self.tokens)}
+        self.n_vocab = len(self.tokens)
+        # start also ends: a model learns to begin the next poem where one ends, and
+        # generation stops there, as GPT-2's <|endoftext|> does
+        self.start = self.end = self.ids[START]
+        self.unknown = self.ids[UNKNOWN]
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of text, a character each; "<|start|>" typed in the text is plain text."""
+        return [self.ids.get(char, self.unknown) for char in text]
+
+    def prompt_ids(self, text: str) -> list[int]:
+        """The ids the model is fed for a prompt: the start token, then the text's characters,
+        as every poem began in training."""
+        return [self.start, *self.encode(text)]
+
+    def outside(self, text: str) -> list[str]:
+        """The characters of text outside the vocabulary (each becomes <|unknown|>), once each."""
+        return list(dict.fromkeys(char for char in text if char not in self.ids))
+
+    def decode(self, ids: list[int]) -> str:
+        """The text of the ids: each token's character (a special token as its name)."""
+        for i in ids:
+            if not 0 <= i < self.n_vocab:
+                raise ValueError(f"token id {i!r} is not one of this vocabulary's "
+                                 f"{self.n_vocab} token ids")
+        return "".join(self.tokens[i] for i in ids)
+
+    def decode_bytes(self, ids: list[int]) -> bytes:
+        """The UTF-8 bytes of decode(ids): every token is whole characters."""
+        return self.decode(ids).encode("utf-8")

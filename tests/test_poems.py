@@ -1,0 +1,123 @@
+"""The poems task (files/poems.py and `python -m picogpt.train --task poems`): the cleaner on a
+fortune file's format, the held-out split, the held-out loss against a sum made in the test,
+the kept-length share, and a CI-sized run whose held-out loss beats its
+bigram baseline."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from test_load import assert_one_line_error
+
+from picogpt.chars import Chars, count_chars
+from picogpt.cli.poems import train_poems
+from picogpt.errors import PicoGPTError
+from picogpt.files import poems
+from picogpt.model import gpt2, softmax
+from picogpt.train import held_out_loss, init_params
+
+# A fortune file's format, as fortunes-zh writes it (not its text): colour codes, titles,
+# attributions, "%" lines, indentation, an English entry, a table, modern Chinese
+FORTUNE = ("\x1b[32m《春晓》\x1b[m\n\x1b[33m作者：某甲\x1b[m\n"
+           "甲乙丙丁戊，己庚辛壬癸。\n子丑寅卯辰，巳午未申酉。\n%\n"
+           "\x1b[32m题目:《秋思》二首\x1b[m\n\x1b[33m作者:某乙（９４６－９９９）\x1b[m\n\n"
+           "            其一\n\n山水风云月，花草树木林。\n%\n"
+           "天地玄黄，宇宙洪荒。\n\x1b[33m    --\x1b[32m《千字文》\x1b[m\x1b[m\n%\n"
+           "\x1b[32m《詩經‧ 國風‧ 某》\x1b[m\n\n    關關雎鳩，在河之洲。\n%\n"
+           "Debian 是一个自由的操作系统。\n%\n"
+           "    │(gdb) thread apply all  │得到所有线程│\n%\n"
+           "我们的软件是自由的，这是您的权利。\n%\n"
+           "家国兴亡自有时，吴人何苦怨西施。\n\x1b[33m    -- 罗隐\x1b[32m《西施》\x1b[m\x1b[m\n")
+
+
+def test_the_cleaner_keeps_the_classical_lines_of_a_fortune_file_and_nothing_else():
+    assert poems.clean_fortunes(FORTUNE) == [
+        "甲乙丙丁戊，己庚辛壬癸。\n子丑寅卯辰，巳午未申酉。", "山水风云月，花草树木林。",
+        "天地玄黄，宇宙洪荒。", "關關雎鳩，在河之洲。", "家国兴亡自有时，吴人何苦怨西施。"]
+
+
+def test_fortunes_are_read_from_their_folder_and_repeats_dropped(tmp_path):
+    assert poems.read_fortunes(tmp_path) is None
+    (tmp_path / "tang300").write_text(FORTUNE, encoding="utf-8")
+    (tmp_path / "chinese").write_text("家国兴亡自有时，吴人何苦怨西施。\n%\n", encoding="utf-8")
+    assert len(poems.read_fortunes(tmp_path)) == 5
+
+
+def test_missing_fortunes_say_how_to_get_poems_in_one_line(monkeypatch, tmp_path):
+    monkeypatch.setattr(poems, "FORTUNES", tmp_path / "none")
+    with pytest.raises(PicoGPTError, match="apt-get install fortunes-zh") as error:
+        train_poems(models_dir=str(tmp_path))
+    assert "\n" not in str(error.value) and not (tmp_path / "shi").exists()
+
+
+def test_chinese_poetrys_json_and_a_texts_paragraphs_are_poems(tmp_path):
+    (tmp_path / "poet.tang.0.json").write_text(json.dumps([
+        {"author": "某", "paragraphs": ["甲乙丙丁戊，己庚辛壬癸。", "子丑寅卯辰，巳午未申酉。"]},
+        {"author": "某", "paragraphs": ["山水风云月，花草树木林。"]}], ensure_ascii=False))
+    assert poems.read_poetry_json(tmp_path) == [
+        "甲乙丙丁戊，己庚辛壬癸。\n子丑寅卯辰，巳午未申酉。", "山水风云月，花草树木林。"]
+    assert poems.read_paragraphs("一，二。\n三，四。\r\n\r\n五，六。\n\n\n") == [
+        "一，二。\n三，四。", "五，六。"]
+
+
+def test_verses_and_half_lines():
+    assert poems.half_lines("床前明月光，疑是地上霜。\n举头") == ["床前明月光", "疑是地上霜"]
+    assert poems.is_verse("甲乙丙丁戊，己庚辛壬癸。\n子丑寅卯辰，巳午未申酉。")
+    assert not poems.is_verse("天地玄黄，宇宙洪荒。\n日月盈昃，辰宿列张。")  # four
+    assert not poems.is_verse("甲乙丙丁戊，己庚辛壬癸。\n子丑寅卯辰，巳午未申酉戌亥。")
+    assert poems.kept_length("甲乙丙丁戊，", "己庚辛壬癸。\n子丑寅卯，巳午未申酉。\n子") == (2, 3)
+
+
+def test_held_out_verses_are_whole_poems_never_trained_on():
+    texts = [f"{'甲乙丙丁戊'[i % 5]}乙丙丁{i}，己庚辛壬癸。\n子丑寅卯辰，巳午未申酉。"
+             for i in range(10)] + ["天地玄黄，宇宙洪荒。"] * 3
+    texts = [text.replace(str(i), "戊") if i < 10 else text for i, text in enumerate(texts)]
+    train, held = poems.split_poems(texts, 3)
+    assert len(held) == 3 and all(poems.is_verse(poem) for poem in held)
+    assert sorted(train + held) == sorted(texts)
+
+
+def test_the_held_out_loss_scores_each_token_once_as_a_loop_of_windows_does():
+    hparams = {"n_vocab": 11, "n_ctx": 8, "n_embd": 16, "n_head": 2, "n_layer": 1}
+    params = init_params(hparams, np.random.default_rng(1))
+    ids = np.random.default_rng(2).integers(0, 11, 30)
+    losses = []
+    for start in range(0, 29, 8):  # windows of 8 inputs, one after another
+        window = ids[start : start + 9]
+        p = softmax(gpt2(window[:-1], **params, n_head=2).astype(np.float64))
+        losses += [-np.log(p[i, t]) for i, t in enumerate(window[1:])]
+    assert len(losses) == 29
+    assert held_out_loss(params, ids, 2) == pytest.approx(np.mean(losses), rel=1e-5)
+
+
+def verse_text(n_poems: int, seed: int = 0) -> str:
+    """Poems of four five-character half-lines of random characters: what follows a character
+    is random, so a bigram model cannot tell where a half-line ends; a model that counts can."""
+    rng, alphabet = np.random.default_rng(seed), list("甲乙丙丁戊己庚辛")
+    half = lambda: "".join(rng.choice(alphabet, 5))  # noqa: E731
+    return "\n\n".join(f"{half()}，{half()}。\n{half()}，{half()}。" for _ in range(n_poems))
+
+
+def test_a_ci_sized_run_beats_its_bigram_baseline_on_held_out_verses(tmp_path):
+    text = tmp_path / "poems.txt"
+    text.write_text(verse_text(300), encoding="utf-8")
+    result = train_poems(name="ci", models_dir=str(tmp_path), text_file=str(text), n_layer=1,
+                         n_head=2, n_embd=32, n_ctx=16, n_batch=16, steps=200, lr=1e-2,
+                         n_held_out=20, curve_every=100)
+    curve = result["curve"]
+    assert curve["best"]["held_out"] < curve["baselines"]["bigram"] - 0.05
+    assert (tmp_path / "ci" / "chars.json").is_file()
+    chars = Chars(json.loads((tmp_path / "ci" / "chars.json").read_text(encoding="utf-8")))
+    assert chars.tokens == count_chars("".join(poems.split_poems(
+        poems.read_paragraphs(text.read_text(encoding="utf-8")), 20)[0]))
+
+
+def test_the_command_refuses_a_text_of_one_poem_in_one_line(tmp_path):
+    text = tmp_path / "one.txt"
+    text.write_text("甲乙丙丁戊，己庚辛壬癸。", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "picogpt.train", "--task", "poems", "--text",
+                           str(text), "--models_dir", str(tmp_path)], capture_output=True,
+                          text=True)
+    assert_one_line_error(done, "needs two or more")
