@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..encoder import Encoder
-from ..errors import PicoGPTError
+from ..errors import PicoGPTError, _
 from ..files.load import RELEASED_SHAPES
 from ..generate import generate_steps
 from ..sampling import Step
@@ -118,8 +118,10 @@ def check_path(path: str) -> None:
     """Raise PicoGPTError unless a page can be written at path: before any work starts."""
     folder = Path(path).parent
     if Path(path).is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK):
-        reason = ("is a folder" if Path(path).is_dir() else
-                  f"is in {folder}, which does not exist" if not folder.is_dir() else
-                  f"is in {folder}, which you cannot write to")
-        raise PicoGPTError(f"--explain {path} {reason}; give a file name in a folder you can "
-                           f"write to.")
+        said = (_("--explain {path} is a folder; give a file name in a folder you can write "
+                  "to.") if Path(path).is_dir() else
+                _("--explain {path} is in {folder}, which does not exist; give a file name in a "
+                  "folder you can write to.") if not folder.is_dir() else
+                _("--explain {path} is in {folder}, which you cannot write to; give a file name "
+                  "in a folder you can write to."))
+        raise PicoGPTError(said.format(path=path, folder=folder))
