@@ -27,7 +27,7 @@ PICOGPT = Path(sys.executable).parent / "picogpt"
 
 def read_po(path: Path) -> dict[str, str]:
     """msgid -> msgstr of a .po file (the header's empty msgid included), read line by line."""
-    entries, key, field = {}, None, None
+    entries, key = {}, None
     parts: dict[str, list[str]] = {}
 
     def close():
@@ -74,7 +74,8 @@ def test_every_message_is_one_plain_literal():
     no catalog holds, and msgid extraction could not find it."""
     wrong = [f"{where}:{line}" for where, line, call in messages_in_source()
              if len(call.args) != 1 or call.keywords
-             or not (isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str))]
+             or not isinstance(call.args[0], ast.Constant)
+             or not isinstance(call.args[0].value, str)]
     assert not wrong, f"_() called with something other than one string literal at {wrong}"
 
 

@@ -115,7 +115,9 @@ def receive(url: str, part: Path, timeout: float) -> None:
     with requests.get(url, stream=True, timeout=timeout, headers=headers) as response:
         if response.status_code == 416:  # part already holds the whole file or more: start over
             part.unlink()
-            raise IncompleteError(f"{part.name} did not match the server's file")
+            raise IncompleteError(_("{file} did not match the server's file").format(
+                file=part.name))
+
         if response.status_code >= 500:
             raise ServerError(_("the server answered HTTP {status}").format(
                 status=response.status_code))

@@ -74,8 +74,8 @@ def model_lock(model_dir: Path):
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            tqdm.write(f"waiting for another picogpt that is writing to {model_dir} ...",
-                       file=sys.stderr)
+            tqdm.write(_("waiting for another picogpt that is writing to {folder} ...").format(
+                folder=model_dir), file=sys.stderr)
             fcntl.flock(lock, fcntl.LOCK_EX)
         yield  # closing the file releases the lock
 
