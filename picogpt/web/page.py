@@ -24,6 +24,7 @@ from ..sampling import Step
 from ..score import score
 from .show import piece
 from .views import candidates, views
+from .words import both_languages
 
 PLAIN = "The cat sat on the mat. It was a warm day, and the children were playing in the park."
 GUESS = 7.0  # nats a token: GPT-2 124M scores plain English near 3 to 5; a model that has
@@ -65,13 +66,17 @@ def write_page(path: str, data: dict) -> None:
 
 
 def fill(template: str, data: dict | None = None) -> str:
-    """A page template with the shared views (views.html, views.css, views.js) inlined, and
+    """A page template with the shared views (views.html, views.css, views.js) inlined, the
+    pages' words from the message catalog in both languages in place of /*WORDS*/null, and
     data (JSON) in place of /*DATA*/null."""
     files = resources.files("picogpt.web")
     page = files.joinpath(template).read_text(encoding="utf-8")
     for mark, name in (("<!--VIEWS_HTML-->", "views.html"), ("/*VIEWS_CSS*/", "views.css"),
                        ("/*VIEWS_JS*/", "views.js"), ("/*EXPLORE_JS*/", "explore.js")):
         page = page.replace(mark, files.joinpath(name).read_text(encoding="utf-8"))
+    page = page.replace("/*WORDS*/null", json.dumps(both_languages(), ensure_ascii=False)
+                        .translate(IN_SCRIPT))
+
     if data is not None:
         page = page.replace("/*DATA*/null", json.dumps(data, ensure_ascii=False).translate(
             IN_SCRIPT))
