@@ -10,6 +10,7 @@ the source, a reader written here parses the .po, and the standard library's get
 import ast
 import gettext
 import os
+import re
 import string
 import subprocess
 import sys
@@ -144,3 +145,33 @@ def test_command_line_refuses_in_the_locales_language(tmp_path):
     assert "whole number" not in chinese.stderr and "greedy" not in chinese.stderr
     assert english.stderr == ("picogpt: top_k=0 is not a whole number from 1 to 50257; 1 is "
                               "greedy; leave it unset for greedy decoding.\n")
+
+
+# how the pages name a word: t("key", ...), data-t="key", dataset.t = "key", and a choice of two
+# keys, t(n === 1 ? "count_one" : "count", ...)
+PAGE_KEY = re.compile(r'\bt\(\s*"(\w+)"\s*[,)]|data-t="(\w+)"|dataset\.t = "(\w+)"'
+                      r'|\bt\([^,()"]*\? "(\w+)" : "(\w+)"')
+
+
+def test_every_word_the_pages_ask_for_is_in_the_catalog():
+    """The pages' scripts and templates name their words by key (t("key"), data-t="key"); each
+    key is one of web/words.py's, whose texts are in the catalog (the test above), with the
+    {fields} the scripts fill; the scripts hold no words of their own, in either language."""
+    from picogpt.web.words import both_languages
+
+    words = both_languages()
+    web = PACKAGE / "web"
+    sources = {name: (web / name).read_text(encoding="utf-8")
+               for name in ("views.js", "explore.js", "explain.html", "explore.html", "views.html")}
+    keys = set()
+    for text in sources.values():
+        for match in PAGE_KEY.findall(text):
+            keys |= {key for key in match if key}
+    keys |= {f"score_{kind}" for kind in ("previous", "first", "induction")}
+    assert {"count", "count_one", "explore_title", "h_prompt", "n_tokens_wordpiece"} <= keys
+    assert keys <= set(words["en"]), f"no text for {sorted(keys - set(words['en']))}"
+    assert words["en"].keys() == words["zh"].keys()
+    for key, english in words["en"].items():
+        assert fields(words["zh"][key]) == fields(english), key
+    for name in ("views.js", "explore.js"):
+        assert not re.search("[\u4e00-\u9fff]", sources[name]), f"{name} holds Chinese words"
