@@ -143,8 +143,8 @@ def test_command_line_refuses_in_the_locales_language(tmp_path):
     assert chinese.stderr.startswith("picogpt：top_k=0 ")
     assert "整数" in chinese.stderr and "贪心解码" in chinese.stderr
     assert "whole number" not in chinese.stderr and "greedy" not in chinese.stderr
-    assert english.stderr == ("picogpt: top_k=0 is not a whole number from 1 to 50257; 1 is "
-                              "greedy; leave it unset for greedy decoding.\n")
+    assert english.stderr == ("picogpt: top_k=0 is not a whole number from 1 up; 1 is greedy; "
+                              "leave it unset for greedy decoding.\n")
 
 
 # how the pages name a word: t("key", ...), data-t="key", dataset.t = "key", and a choice of two
@@ -175,3 +175,41 @@ def test_every_word_the_pages_ask_for_is_in_the_catalog():
         assert fields(words["zh"][key]) == fields(english), key
     for name in ("views.js", "explore.js"):
         assert not re.search("[\u4e00-\u9fff]", sources[name]), f"{name} holds Chinese words"
+
+
+# calls whose first argument is a sentence a person reads: an error, a refusal, Ctrl-C's words,
+# a download's reason, and what goes to stderr
+SAYS = {"PicoGPTError", "KeyboardInterrupt", "Refused", "IncompleteError", "ServerError"}
+
+
+def written_plain(node: ast.expr) -> bool:
+    """Whether a message is written as a literal or an f-string with words, not through _()."""
+    if isinstance(node, ast.JoinedStr):
+        return any(written_plain(value) for value in node.values)
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return re.search("[A-Za-z]{2}", node.value) is not None
+    if isinstance(node, ast.BinOp):
+        return written_plain(node.left) or written_plain(node.right)
+    if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "format":
+        return written_plain(node.func.value)  # "...".format(...) without _()
+    return False
+
+
+def test_no_message_bypasses_the_catalog():
+    """A PicoGPTError, a refusal, Ctrl-C's words, a progress bar's label or a line on stderr
+    written as a plain (f-)string would be English on a Chinese command line: each goes
+    through _()."""
+    plain = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            name = getattr(node.func, "id", getattr(node.func, "attr", ""))
+            to_stderr = any(keyword.arg == "file" and "stderr" in ast.unparse(keyword.value)
+                            for keyword in node.keywords)
+            said = [node.args[0]] if node.args and (
+                name in SAYS or name in ("print", "write") and to_stderr) else []
+            said += [keyword.value for keyword in node.keywords if keyword.arg == "desc"]
+            plain += [f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {ast.unparse(node)[:90]}"
+                      for message in said if written_plain(message)]
+    assert not plain, "messages not put through _():\n" + "\n".join(plain)
