@@ -176,7 +176,14 @@ def one_line_args(doc: str) -> str:
     return "\n".join(lines)
 
 
-def read_prompt(prompt: str, prompt_file: str | None) -> str:
+def said(message: str) -> str:
+    """message as a line the command prints on stderr: `picogpt: ` before it, in the language's
+    own punctuation (picogpt：)."""
+    return _("picogpt: {message}").format(message=message)
+
+
+def read_prompt(
+prompt: str, prompt_file: str | None) -> str:
     """The prompt as typed, or read from prompt_file, checked to be valid Unicode text."""
     if prompt_file is not None:
         if prompt:

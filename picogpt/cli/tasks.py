@@ -21,7 +21,7 @@ from ..induction import (
 from ..model import gpt2
 from ..train import init_params
 from .checkpoint import check_free
-from .command import run_command
+from .command import run_command, said
 from .prepare import check_settings, new_model_dir
 from .training import run_training
 
@@ -156,16 +156,16 @@ def say_written(result: dict) -> None:
     """The end of a task run: the held-out windows' loss, the probes, the model and a prompt."""
     model_dir, curve = Path(result["model_dir"]), result["curve"]
     best = next(m for m in curve["measured"] if m["step"] == curve["best"]["step"])
-    print("picogpt: " + _("held-out task windows: {before:.3f} -> {after:.3f} nats per token at "
+    print(said(_("held-out task windows: {before:.3f} -> {after:.3f} nats per token at "
                           "step {step}, the model kept; random-run probes: first copy "
                           "{first:.2f}, second copy {second:.2f} nats per token.").format(
         before=curve["measured"][0]["held_out"], after=best["held_out"], step=best["step"],
-        first=best["first"], second=best["second"]), file=sys.stderr)
+        first=best["first"], second=best["second"])), file=sys.stderr)
     run = [f"t{5 * i % (curve['settings']['n_vocab'] - 1)}" for i in range(1, 5)]
-    print("picogpt: " + _("wrote {folder}. Try: picogpt \"{prompt}\" --model_size {name} "
+    print(said(_("wrote {folder}. Try: picogpt \"{prompt}\" --model_size {name} "
                           "--models_dir {models_dir} --explain page.html").format(
         folder=model_dir, prompt=" ".join(run + run[:2]), name=model_dir.name,
-        models_dir=model_dir.parent), file=sys.stderr)
+        models_dir=model_dir.parent)), file=sys.stderr)
 
 
 def task_name(argv: list[str]) -> str | None:
