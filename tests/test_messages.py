@@ -152,7 +152,7 @@ def test_command_line_refuses_in_the_locales_language(tmp_path):
 
 # how the pages name a word: t("key", ...), data-t="key", dataset.t = "key", and a choice of two
 # keys, t(n === 1 ? "count_one" : "count", ...)
-PAGE_KEY = re.compile(r'\bt\(\s*"(\w+)"\s*[,)]|data-t="(\w+)"|dataset\.t = "(\w+)"'
+PAGE_KEY = re.compile(r'\bt\(\s*"(\w+)"\s*[,)]|data-t="(\w+)"|dataset\.t = "(\w+)"\s*;'
                       r'|\bt\([^,()"]*\? "(\w+)" : "(\w+)"')
 
 
@@ -171,7 +171,8 @@ def test_every_word_the_pages_ask_for_is_in_the_catalog():
         for match in PAGE_KEY.findall(text):
             keys |= {key for key in match if key}
     keys |= {f"score_{kind}" for kind in ("previous", "first", "induction")}
-    assert {"count", "count_one", "explore_title", "h_prompt", "n_tokens_wordpiece"} <= keys
+    keys |= {f"n_tokens_{kind}" for kind in ("wordpiece", "chars")}  # "n_tokens_" + vocabulary
+    assert {"count", "count_one", "explore_title", "h_prompt"} <= keys
     assert keys <= set(words["en"]), f"no text for {sorted(keys - set(words['en']))}"
     assert words["en"].keys() == words["zh"].keys()
     for key, english in words["en"].items():

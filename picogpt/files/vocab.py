@@ -183,8 +183,10 @@ def read_chars(path: Path, fix: str) -> Chars:
     if not (isinstance(tokens, list) and all(isinstance(t, str) for t in tokens)
             and len(set(tokens)) == len(tokens) and {START, UNKNOWN} <= set(tokens)
             and all(len(t) == 1 for t in tokens if t not in (START, UNKNOWN))):
-        raise PicoGPTError(f"{path} is not a character vocabulary (a JSON list of distinct "
-                           f"characters with {UNKNOWN} and {START}); {fix}.")
+        raise PicoGPTError(_("{path} is not a character vocabulary (a JSON list of distinct "
+                             "characters with {unknown} and {start}); {fix}.").format(
+                                 path=path, unknown=UNKNOWN, start=START, fix=fix))
+
     return Chars(tokens)
 
 
