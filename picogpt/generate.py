@@ -71,8 +71,8 @@ def checked(input_ids: Sequence[int], params: dict, n_head: int, n_tokens: int, 
     check_context(len(input_ids), n_tokens, len(params["wpe"]))
     check_ids(input_ids, len(params["wte"]))
     if stop is not None and encoder is None:
-        raise PicoGPTError("stop needs encoder= to read the generated text; pass the Encoder "
-                           "from load_encoder_hparams_and_params.")
+        raise PicoGPTError(_("stop needs encoder= to read the generated text; pass the Encoder "
+                             "from load_encoder_hparams_and_params."))
     if constraint is not None:
         check_constraint(constraint, n_tokens, len(params["wte"]))
     start, end = (END_OF_TEXT, END_OF_TEXT) if encoder is None else (encoder.start, encoder.end)
@@ -162,24 +162,26 @@ def check_settings(n_tokens: int, sampling: Sampling, seed: int | None, stop: st
     whole_number("n_tokens", n_tokens, 0)
     if sampling.top_k is not None:
         whole_number("top_k", sampling.top_k, 1, n_vocab,
-                     "1 is greedy; leave it unset for greedy decoding")
+                     _("1 is greedy; leave it unset for greedy decoding"))
     if sampling.top_p is not None:
         number("top_p", sampling.top_p, 0, 1,
-               "1 keeps every token; leave it unset for greedy decoding")
+               _("1 keeps every token; leave it unset for greedy decoding"))
     for name, value, hint in (
             ("temperature", sampling.temperature,
-             "1 keeps the model's probabilities; lower is more conservative"),
+             _("1 keeps the model's probabilities; lower is more conservative")),
             ("repetition_penalty", sampling.repetition_penalty,
-             "1 is off; 1.2 is a common choice against loops")):
+             _("1 is off; 1.2 is a common choice against loops"))):
         number(name, value, 0, SCALES[1], hint)
         if value < SCALES[0]:
-            raise PicoGPTError(f"{name}={value!r} is too small: below {SCALES[0]:g} it makes "
-                               f"float32's logits overflow; {hint}.")
+            raise PicoGPTError(_("{name}={value} is too small: below {low} it makes float32's "
+                                 "logits overflow; {hint}.").format(
+                                     name=name, value=repr(value), low=f"{SCALES[0]:g}",
+                                     hint=hint))
     if seed is not None:
-        whole_number("seed", seed, 0, hint="give one, or leave it unset for a different sample "
-                                            "each run")
+        whole_number("seed", seed, 0, hint=_("give one, or leave it unset for a different "
+                                             "sample each run"))
     if stop is not None:
-        text("stop", stop, "give the text to stop at, or leave it unset")
+        text("stop", stop, _("give the text to stop at, or leave it unset"))
 
 
 def check_constraint(constraint: Verse, n_tokens: int, n_vocab: int) -> None:
@@ -199,14 +201,16 @@ def check_ids(ids: Sequence[int], n_vocab: int) -> None:
     """Raise PicoGPTError if an id is not one of the model's n_vocab tokens."""
     wrong = [i for i in ids if not 0 <= i < n_vocab]
     if wrong:
-        raise PicoGPTError(f"token id {wrong[0]} is not one of the model's {n_vocab} tokens "
-                           f"(0 .. {n_vocab - 1}); encode the prompt with the model's own "
-                           f"vocabulary.")
+        raise PicoGPTError(_("token id {id} is not one of the model's {n_vocab} tokens (0 .. "
+                             "{last}); encode the prompt with the model's own vocabulary.")
+                           .format(id=wrong[0], n_vocab=n_vocab, last=n_vocab - 1))
 
 
 def check_context(n_prompt: int, n_tokens: int, n_ctx: int) -> None:
     """Raise PicoGPTError if the prompt and the new tokens do not fit in the context."""
     if max(n_prompt, 1) + n_tokens > n_ctx:
-        raise PicoGPTError(f"prompt is {n_prompt} tokens; with n_tokens={n_tokens} that passes "
-                           f"the model's limit of {n_ctx} tokens. Shorten the prompt or lower "
-                           f"n_tokens.")
+        raise PicoGPTError(_("prompt is {n_prompt} tokens; with n_tokens={n_tokens} that passes "
+                             "the model's limit of {n_ctx} tokens. Shorten the prompt or lower "
+                             "n_tokens.").format(n_prompt=n_prompt, n_tokens=n_tokens,
+                                                 n_ctx=n_ctx))
+

@@ -17,7 +17,7 @@ import heapq
 from collections import Counter, defaultdict
 
 from .encoder import PIECES, SPECIAL, bytes_to_unicode, merge_pair
-from .errors import PicoGPTError
+from .errors import PicoGPTError, _
 
 N_BYTES = 256  # byte tokens every byte-level vocabulary starts from: any text encodes
 
@@ -65,9 +65,11 @@ def learn_merges(text: str, n_vocab: int) -> tuple[list[tuple[str, str]], dict[s
         while heap and counts.get(heap[0][1]) != -heap[0][0]:  # a count that has changed
             heapq.heappop(heap)
         if not heap:
-            raise PicoGPTError(f"n_vocab={n_vocab} is more than this text can make: merging "
-                               f"every pair in it gives {len(tokens) + 1} tokens. Give "
-                               f"--n_vocab {len(tokens) + 1} or less, or a longer text.")
+            raise PicoGPTError(_("n_vocab={n_vocab} is more than this text can make: merging "
+                                 "every pair in it gives {most} tokens. Give --n_vocab {most} or "
+                                 "less, or a longer text.").format(n_vocab=n_vocab,
+                                                                   most=len(tokens) + 1))
+
         pair = heapq.heappop(heap)[1]
         merges.append(pair)
         tokens.add(pair[0] + pair[1])  # two merges may spell one token: it is counted once

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .encoder import END_OF_TEXT
-from .errors import PicoGPTError, whole_number
+from .errors import PicoGPTError, _, whole_number
 from .fast import layer_norm, transformer_block, unembed
 from .kvcache import LayerCache
 from .model import embed
@@ -121,7 +121,8 @@ def summary(text: str, scores: Scores) -> dict:
 def check_score_settings(n_ids: int, stride, n_ctx: int) -> None:
     """Raise PicoGPTError for an empty text or a stride that cannot tile the text."""
     if n_ids == 0:
-        raise PicoGPTError("the text to score is empty; give some text (or --prompt_file).")
-    whole_number("stride", stride, 1, n_ctx, f"{n_ctx} is the context, and {n_ctx // 2}, the "
-                                             f"default, gives each token at least "
-                                             f"{n_ctx - n_ctx // 2} tokens of context")
+        raise PicoGPTError(_("the text to score is empty; give some text (or --prompt_file)."))
+    whole_number("stride", stride, 1, n_ctx, _(
+        "{n_ctx} is the context, and {half}, the default, gives each token at least {rest} "
+        "tokens of context").format(n_ctx=n_ctx, half=n_ctx // 2, rest=n_ctx - n_ctx // 2))
+

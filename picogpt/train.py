@@ -21,6 +21,7 @@ from tqdm import tqdm
 
 from .backward import cross_entropy
 from .encoder import N_VOCAB
+from .errors import _
 from .fasttrain import loss_and_grads
 from .model import gpt2
 
@@ -148,7 +149,7 @@ def learn(params: dict, windows, steps: int, lr: float, warmup: int, n_head: int
     where the loop starts), or None to start. Returns the params and the last step's loss."""
     state, shown = state or {"step": 0}, {}
     bar = tqdm(zip(range(state["step"], steps), windows), total=steps, initial=state["step"],
-               desc="picogpt: training", unit="step", file=sys.stderr)
+               desc=_("picogpt: training"), unit="step", file=sys.stderr)
     for step, (inputs, targets) in bar:
         if measure_at and step % curve_every == 0:
             shown = measure_at(step, params, state)

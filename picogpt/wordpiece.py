@@ -16,7 +16,7 @@ gives the text a reader expects ("中国").
 import re
 import unicodedata
 
-from .errors import PicoGPTError
+from .errors import PicoGPTError, _
 
 CONTINUES = "##"  # a piece spelled "##ing" continues the word before it
 MAX_WORD = 100  # BERT's max_input_chars_per_word: a longer word is [UNK] whole, not cut
@@ -78,8 +78,8 @@ class WordPiece:
         self.ids = {token: i for i, token in enumerate(self.tokens)}  # a repeated line: the last
         self.n_vocab = len(self.tokens)
         if cls_token not in self.ids:
-            raise PicoGPTError(f"the vocabulary has no start token {cls_token!r} (cls_token), "
-                               f"which a text begins after")
+            raise PicoGPTError(_("the vocabulary has no start token {token} (cls_token), which "
+                                 "a text begins after").format(token=repr(cls_token)))
         self.start = self.ids[cls_token]
         self.end, self.unknown = self.ids.get(sep_token), self.ids.get(unk_token)
         self.lower = do_lower_case
@@ -151,8 +151,10 @@ class WordPiece:
             elif self.unknown is not None:
                 ids.append(self.unknown)
             else:
-                raise PicoGPTError(f"{word!r} is not in this vocabulary, which has no unknown "
-                                   f"token to stand for it; write the text with its own tokens")
+                raise PicoGPTError(_("{word} is not in this vocabulary, which has no unknown "
+                                     "token to stand for it; write the text with its own tokens")
+                                   .format(word=repr(word)))
+
         return ids
 
     def outside(self, text: str) -> list[str]:

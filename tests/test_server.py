@@ -7,6 +7,7 @@ stderr."""
 import http.client
 import json
 import os
+import re
 import select
 import signal
 import socket
@@ -288,6 +289,22 @@ def test_errors_come_in_the_pages_language(served, language, says):
                                 headers={"Accept-Language": language, "X-Picogpt-Token": "x"})
         assert status == 403 and "密钥" in value["error"], value
 
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/api/next", {"top_p": 2}), ("/api/next", {"temperature": 1e-7}),
+    ("/api/draw", {"seed": -1}), ("/api/append", {"token": 10**6}),
+    ("/api/generate", {"n_tokens": 0}), ("/api/text", {"prompt": 5}),
+    ("/api/nothing", {}), ("/api/next", {"seq": "x"}), ("/api/next", {"version": 1.5}),
+])
+def test_every_refusal_on_a_zh_page_is_chinese(served, path, body):
+    """The server answers a zh page's request speaking Chinese: the checks' messages, the
+    server's own and their hints come from the catalog, with no English sentence left."""
+    status, value = request(served, path=path, body=json.dumps(body).encode(),
+                            headers={"Accept-Language": "zh-CN,zh;q=0.9"})
+    assert status in (400, 404), value
+    assert re.search("[\u4e00-\u9fff]", value["error"]), value
+    assert not re.search(r"\b[a-z]{3,} [a-z]{3,}\b", value["error"]), value  # no English words
 
 # a stand-in browser ($BROWSER): records its command line and the file it was given
 REDIRECT_RECORDER = """import json, os, stat, sys

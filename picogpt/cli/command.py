@@ -76,8 +76,9 @@ def words_for_fire(argv: list[str], function: Callable, program: str, positional
             reason = misplaced(name)
             if reason is None:
                 guess = difflib.get_close_matches(name, list(params), n=1, cutoff=0.6)
-                hint = f"did you mean --{guess[0]}?" if guess else f"see {program} --help."
-                reason = f"unknown flag --{name}; {hint}"
+                hint = (_("did you mean --{guess}?").format(guess=guess[0]) if guess
+                        else _("see {program} --help.").format(program=program))
+                reason = _("unknown flag --{name}; {hint}").format(name=name, hint=hint)
             raise PicoGPTError(reason)
         if params[name].annotation is bool:
             command.append(f"--{name}={switch(name, value if has_value else None)}")
@@ -85,8 +86,9 @@ def words_for_fire(argv: list[str], function: Callable, program: str, positional
             continue
         if not has_value:  # the value is the next word, unless that is another flag
             if i == len(argv) or argv[i].startswith("--") and argv[i][2:].split("=")[0] in params:
-                raise PicoGPTError(f"--{name} needs a value, as in --{name}=... (a text that "
-                                   f"starts with -- can be given as --{name}=--text).")
+                raise PicoGPTError(_("--{name} needs a value, as in --{name}=... (a text that "
+                                     "starts with -- can be given as --{name}=--text).").format(
+                                         name=name))
             value, i = argv[i], i + 1
         command.append(f"--{name}={value!r}" if params[name].annotation in TEXT
                        else f"--{name}={value}")
@@ -97,15 +99,17 @@ def words_for_fire(argv: list[str], function: Callable, program: str, positional
                              ).format(name=misread[0], word=misread[1], what=what))
     if len(words) > 1:
         shown = " ".join(repr(word) for word in words[:4])
-        raise PicoGPTError(f"{program} takes one {what}, but got {len(words)} words: {shown}. "
-                           f"Quote the whole {what}, and write flags as --name value.")
+        raise PicoGPTError(_("{program} takes one {what}, but got {n} words: {shown}. Quote the "
+                             "whole {what}, and write flags as --name value.").format(
+                                 program=program, what=positional, n=len(words), shown=shown))
     command += [f"--{positional}={words[0]!r}"] if words else []
     given = {word[2:].split("=")[0] for word in command}
     for name, param in params.items():
         if param.default is inspect.Parameter.empty and name not in given:
-            raise PicoGPTError(f"{program} needs a {name.replace('_', ' ')}"
-                               + (f" (the first word: {program} WORD ...)" if name == positional
-                                  else f" (--{name})") + f"; see {program} --help.")
+            where = (_("the first word: {program} WORD ...") if name == positional
+                     else "--{name}").format(program=program, name=name)
+            raise PicoGPTError(_("{program} needs {name} ({where}); see {program} --help.")
+                               .format(program=program, name=name, where=where))
     return command
 
 
@@ -116,14 +120,15 @@ def ending(stopped: str = "") -> Iterator[None]:
     try:
         yield
     except PicoGPTError as e:
-        print(f"picogpt: {e}", file=sys.stderr)
+        print(_("picogpt: {message}").format(message=e), file=sys.stderr)
         sys.exit(1)
     except BrokenPipeError:  # the reader left (picogpt ... | head): stop quietly, as cat does
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error at exit
         sys.exit(141)  # the shell's code for a process ended by SIGPIPE
     except KeyboardInterrupt as e:  # 130 is the shell's code for Ctrl-C
         said = e.args[0] if e.args else stopped
-        print(f"\npicogpt: {said}" if said else "", file=sys.stderr)
+        print("\n" + _("picogpt: {message}").format(message=said) if said else "",
+              file=sys.stderr)
         sys.exit(130)
 
 
@@ -171,26 +176,38 @@ def one_line_args(doc: str) -> str:
     return "\n".join(lines)
 
 
-def read_prompt(prompt: str, prompt_file: str | None) -> str:
+def said(message: str) -> str:
+    """message as a line the command prints on stderr: `picogpt: ` before it, in the language's
+    own punctuation (picogpt：)."""
+    return _("picogpt: {message}").format(message=message)
+
+
+def read_prompt(
+prompt: str, prompt_file: str | None) -> str:
     """The prompt as typed, or read from prompt_file, checked to be valid Unicode text."""
     if prompt_file is not None:
         if prompt:
-            raise PicoGPTError("give the prompt as text or with --prompt_file, not both.")
+            raise PicoGPTError(_("give the prompt as text or with --prompt_file, not both."))
         try:
             data = (sys.stdin.buffer.read() if prompt_file == "-"
                     else open(prompt_file, "rb").read())  # noqa: SIM115 (read whole, closed)
             prompt = data.decode("utf-8")
         except OSError as e:
-            raise PicoGPTError(f"cannot read --prompt_file {prompt_file}: {e.strerror}.") from None
+            raise PicoGPTError(_("cannot read --prompt_file {file}: {reason}.").format(
+                file=prompt_file, reason=e.strerror)) from None
         except UnicodeDecodeError as e:
-            raise PicoGPTError(f"--prompt_file {prompt_file} is not UTF-8 text (byte {e.start} "
-                               f"is {data[e.start]:#04x}); save it as UTF-8.") from None
+            raise PicoGPTError(_("--prompt_file {file} is not UTF-8 text (byte {at} is {byte}); "
+                                 "save it as UTF-8.").format(
+                                     file=prompt_file, at=e.start, byte=f"{data[e.start]:#04x}")
+                               ) from None
         prompt = prompt.removesuffix("\n")  # the newline an editor or echo ends a file with
     try:
         prompt.encode("utf-8")
     except UnicodeEncodeError as e:
-        raise PicoGPTError(f"the prompt holds {prompt[e.start]!r} at character {e.start}, which "
-                           f"is not valid Unicode text; pass the prompt as UTF-8.") from None
+        raise PicoGPTError(_("the prompt holds {char} at character {at}, which is not valid "
+                             "Unicode text; pass the prompt as UTF-8.").format(
+                                 char=repr(prompt[e.start]), at=e.start)) from None
+
     return prompt
 
 

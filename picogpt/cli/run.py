@@ -95,7 +95,7 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
     whole_number("n_samples", n_samples, 1)
     whole_number("candidates", candidates, 0)
     if (candidates or explain) and n_samples > 1:
-        raise PicoGPTError("--candidates and --explain show one sample; drop --n_samples.")
+        raise PicoGPTError(_("--candidates and --explain show one sample; drop --n_samples."))
     if explain is not None:
         check_path(explain)
     poem = acrostic is not None or line is not None
@@ -110,9 +110,9 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
         if early is not None:  # a character the vocabulary lacks is refused before the weights
             verse(early, acrostic, line)
     if temperature != 1.0 and not sampling.sampling:  # a warning: the output is unchanged
-        print(f"picogpt: --temperature {temperature} has no effect on greedy decoding (each "
-              f"token is the most likely one); add --top_k 40 or --top_p 0.9 to sample.",
-              file=sys.stderr)
+        print(_("picogpt: --temperature {temperature} has no effect on greedy decoding (each "
+                "token is the most likely one); add --top_k 40 or --top_p 0.9 to sample.")
+              .format(temperature=temperature), file=sys.stderr)
     prompt = read_prompt(prompt, prompt_file)
     loaded = load_model(model_size, models_dir, base_url, hf)
     encoder, hparams, params, model = loaded.encoder, loaded.hparams, loaded.params, loaded.about()
@@ -149,7 +149,7 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
         write_page(explain, page_data([*prompt_ids, *(step.token for step in steps)],
                                       len(prompt_ids), steps, params, n_head, encoder, shown,
                                       model))
-        print(f"picogpt: wrote {explain}", file=sys.stderr)
+        print(_("picogpt: wrote {path}").format(path=explain), file=sys.stderr)
 
 
 def score_text(prompt: str = "", stride: int | None = None, top: int = 0, json: bool = False,
@@ -182,7 +182,7 @@ def score_text(prompt: str = "", stride: int | None = None, top: int = 0, json: 
     check_score_settings(1, loaded.n_ctx // 2 if stride is None else stride, loaded.n_ctx)
     say_outside(encoder, text)
     ids = encoder.encode(text)
-    with reading_notice(model["where"]) as quiet, progress(len(ids), "scoring") as bar:
+    with reading_notice(model["where"]) as quiet, progress(len(ids), _("scoring")) as bar:
         windows = []
         for window in call_first(quiet, score_windows(ids, params, hparams["n_head"], stride,
                                                       top, encoder.start)):
@@ -195,9 +195,6 @@ def score_text(prompt: str = "", stride: int | None = None, top: int = 0, json: 
 for mode_function in (generate_text, score_text, explore_model):
     mode_function.__doc__ += MODEL_ARGS
 MODES = {"generate": generate_text, "score": score_text, "explore": explore_model}
-# how a refusal names each mode: what it does to a flag it does not take, and what adding it does
-WHAT_MODES_DO = {"score": ("which scores the text as it is", "to score text"),
-                 "explore": ("whose page has a control for it", "to explore the model")}
 
 
 def say_outside(encoder, text: str) -> None:
@@ -206,8 +203,11 @@ def say_outside(encoder, text: str) -> None:
     words = list(dict.fromkeys(encoder.outside(text)))
     if words and encoder.unknown is not None:  # without one, encode names them in its error
         unknown = encoder.decode([encoder.unknown])
-        print(f"picogpt: the vocabulary has no token for {' '.join(words)}; the model reads "
-              f"{'it' if len(words) == 1 else 'each'} as {unknown}.", file=sys.stderr)
+        said = (_("picogpt: the vocabulary has no token for {words}; the model reads it as "
+                  "{unknown}.") if len(words) == 1 else
+                _("picogpt: the vocabulary has no token for {words}; the model reads each as "
+                  "{unknown}."))
+        print(said.format(words=" ".join(words), unknown=unknown), file=sys.stderr)
 
 
 def recorded(items: Iterable, into: list) -> Iterator:
@@ -227,10 +227,16 @@ def misplaced(mode: str):
                  if name in inspect.signature(function).parameters]
         if not homes:
             return None
-        if mode == "generate":
-            home = homes[0]
-            return f"--{name} works with --{home}; add --{home} {WHAT_MODES_DO[home][1]}."
-        return f"--{name} does not work with --{mode}, {WHAT_MODES_DO[mode][0]}; drop --{name}."
+        # a whole sentence for each mode, so each reads naturally in every language
+        said = {("generate", "score"): _("--{name} works with --score; add --score to score "
+                                         "text."),
+                ("generate", "explore"): _("--{name} works with --explore; add --explore to "
+                                           "explore the model."),
+                ("score", None): _("--{name} does not work with --score, which scores the text "
+                                   "as it is; drop --{name}."),
+                ("explore", None): _("--{name} does not work with --explore, whose page has a "
+                                     "control for it; drop --{name}.")}
+        return said[(mode, homes[0]) if mode == "generate" else (mode, None)].format(name=name)
     return why
 
 
@@ -246,8 +252,9 @@ def main(argv: list[str] | None = None) -> None:
               if switch(mode, argv[i].partition("=")[2] if "=" in argv[i] else None)}
         modes = [mode for mode in MODES if mode in on]
         if len(modes) > 1:
-            raise PicoGPTError(f"--{modes[0]} and --{modes[1]} are two different commands; "
-                               f"choose one.")
+            raise PicoGPTError(_("--{one} and --{other} are two different commands; choose "
+                                 "one.").format(one=modes[0], other=modes[1]))
+
     mode = modes[0] if modes else "generate"
     words = [word for i, word in enumerate(argv) if i not in chosen]
     program = "picogpt" if mode == "generate" else f"picogpt --{mode}"

@@ -21,7 +21,7 @@ from ..induction import (
 from ..model import gpt2
 from ..train import init_params
 from .checkpoint import check_free
-from .command import run_command
+from .command import run_command, said
 from .prepare import check_settings, new_model_dir
 from .training import run_training
 
@@ -112,26 +112,29 @@ def check_task(settings: dict) -> dict:
         raise PicoGPTError(_("task={task!r} is not a task picogpt knows; the tasks are "
                              "induction and poems (--task poems).").format(task=settings["task"]))
     if settings["text_file"] is not None:
-        raise PicoGPTError(f"--task induction makes its own windows and reads no text; drop "
-                           f"{settings['text_file']!r}.")
+        raise PicoGPTError(_("--task induction makes its own windows and reads no text; drop "
+                             "{file}.").format(file=repr(settings["text_file"])))
     sizes = ("n_layer", "n_head", "n_embd", "n_ctx", "n_batch", "steps", "curve_every")
     check_settings({key: settings[key] for key in sizes}, settings["lr"], settings["seed"], 0,
                    n_vocab=whole_number("n_vocab", settings["n_vocab"], 7,
-                                        hint="t0 .. t5 and [CLS] at least, for the probes"))
+                                        hint=_("t0 .. t5 and [CLS] at least, for the probes")))
     n_ctx, n_vocab = settings["n_ctx"], settings["n_vocab"]
     if n_ctx < 1 + 2 * COPY_LENGTHS[0]:
-        raise PicoGPTError(f"n_ctx={n_ctx} is too short for the held-out probes: the shortest "
-                           f"run ({COPY_LENGTHS[0]} tokens) and its copy after the start token "
-                           f"need {1 + 2 * COPY_LENGTHS[0]}; give --n_ctx 11 or more.")
+        raise PicoGPTError(_("n_ctx={n_ctx} is too short for the held-out probes: the shortest "
+                             "run ({run} tokens) and its copy after the start token need "
+                             "{need}; give --n_ctx {need} or more.").format(
+                                 n_ctx=n_ctx, run=COPY_LENGTHS[0], need=1 + 2 * COPY_LENGTHS[0]))
     whole_number("warmup", settings["warmup"], 0, settings["steps"],
-                 hint="steps of the rise to --lr, within --steps")
-    low = whole_number("block_min", settings["block_min"], 1, hint="the shortest block")
+                 hint=_("steps of the rise to --lr, within --steps"))
+    low = whole_number("block_min", settings["block_min"], 1, hint=_("the shortest block"))
     whole_number("block_max", settings["block_max"], low, min(n_vocab - 1, n_ctx - 1),
-                 hint=f"its tokens are distinct, so at most n_vocab - 1 = {n_vocab - 1}, and "
-                      f"it must fit in n_ctx - 1 = {n_ctx - 1}; and from block_min up")
-    whole_number("lead_in_from", settings["lead_in_from"], 0, hint="a step; 0 is from the start")
+                 hint=_("its tokens are distinct, so at most n_vocab - 1 = {most}, and it must "
+                        "fit in n_ctx - 1 = {fit}; and from block_min up").format(
+                            most=n_vocab - 1, fit=n_ctx - 1))
+    whole_number("lead_in_from", settings["lead_in_from"], 0,
+                 hint=_("a step; 0 is from the start"))
     whole_number("lead_in_max", settings["lead_in_max"], 0, n_ctx - 2,
-                 hint="random tokens before the block; 0 is none")
+                 hint=_("random tokens before the block; 0 is none"))
     return {key: value for key, value in settings.items() if key not in ("text_file", "name",
                                                                            "models_dir")}
 
@@ -153,16 +156,16 @@ def say_written(result: dict) -> None:
     """The end of a task run: the held-out windows' loss, the probes, the model and a prompt."""
     model_dir, curve = Path(result["model_dir"]), result["curve"]
     best = next(m for m in curve["measured"] if m["step"] == curve["best"]["step"])
-    print("picogpt: " + _("held-out task windows: {before:.3f} -> {after:.3f} nats per token at "
+    print(said(_("held-out task windows: {before:.3f} -> {after:.3f} nats per token at "
                           "step {step}, the model kept; random-run probes: first copy "
                           "{first:.2f}, second copy {second:.2f} nats per token.").format(
         before=curve["measured"][0]["held_out"], after=best["held_out"], step=best["step"],
-        first=best["first"], second=best["second"]), file=sys.stderr)
+        first=best["first"], second=best["second"])), file=sys.stderr)
     run = [f"t{5 * i % (curve['settings']['n_vocab'] - 1)}" for i in range(1, 5)]
-    print("picogpt: " + _("wrote {folder}. Try: picogpt \"{prompt}\" --model_size {name} "
+    print(said(_("wrote {folder}. Try: picogpt \"{prompt}\" --model_size {name} "
                           "--models_dir {models_dir} --explain page.html").format(
         folder=model_dir, prompt=" ".join(run + run[:2]), name=model_dir.name,
-        models_dir=model_dir.parent), file=sys.stderr)
+        models_dir=model_dir.parent)), file=sys.stderr)
 
 
 def task_name(argv: list[str]) -> str | None:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from tqdm import tqdm
 
 from ..encoder import Encoder, added_bytes
+from ..errors import _
 from ..sampling import Step
 from ..score import Scores
 from ..web.show import shown
@@ -55,12 +56,13 @@ def print_samples(steps: Iterable[tuple[int, int]], n_samples: int, encoder: Enc
             samples[i].append(token)
             if show_progress and len(samples[i]) > step:
                 step = len(samples[i])
-                print(f"\rpicogpt: step {step}", end="", file=sys.stderr, flush=True)
+                print("\r" + _("picogpt: step {step}").format(step=step), end="",
+                      file=sys.stderr, flush=True)
     finally:
         if show_progress:
             print("\r\033[K", end="", file=sys.stderr, flush=True)
         for i, ids in enumerate(samples):
-            print(f"{'=' * 20} sample {i + 1} of {n_samples} {'=' * 20}")
+            print("=" * 20, _("sample {i} of {n}").format(i=i + 1, n=n_samples), "=" * 20)
             print("".join(stream_text(ids, encoder, stop, after)), flush=True)
 
 
@@ -70,8 +72,9 @@ def print_steps(steps: Iterable[Step], encoder: Encoder, n: int) -> None:
     def cell(token_id: int) -> str:
         return ("'" + shown(encoder, token_id) + "'")[:14]
 
-    print(f"{'step':>4}  {'chosen':<14} {'entropy':>7}  candidates: probability before -> "
-          f"after the filters")
+    # the column names are the names the code and --json use; the sentence is translated
+    print(f"{'step':>4}  {'chosen':<14} {'entropy':>7}  "
+          + _("candidates: probability before -> after the filters"))
     for number, step in enumerate(steps, 1):
         columns = "  ".join(f"{cell(int(i)):<14} {b:<8.3g} -> {a:<8.3g}"
                             for i, b, a in zip(step.ids[:n], step.before, step.after))
@@ -129,11 +132,15 @@ def print_scores(ids: list[int], scores: Scores, summary: dict, encoder: Encoder
         cell = "'" + shown(encoder, token_id) + "'"
         print(f"{cell:<{width}} {scores.logprobs[j]:9.3f} {scores.ranks[j]:6d}"
               + (f"  {expected}" if top else ""))
-    print(f"{summary['n_tokens']} tokens, {summary['n_chars']} characters ({summary['n_bytes']} "
-          f"bytes): total NLL {summary['nll_nats']:.3f} nats; {summary['nats_per_token']:.3f} "
-          f"nats per token (perplexity {summary['perplexity']:.3f}), "
-          f"{summary['nats_per_char']:.3f} nats per character "
-          f"({summary['bits_per_byte']:.4f} bits per byte)")
+    print(_("{n_tokens} tokens, {n_chars} characters ({n_bytes} bytes): total NLL {nll} nats; "
+            "{per_token} nats per token (perplexity {perplexity}), {per_char} nats per character "
+            "({bits} bits per byte)").format(
+                n_tokens=summary["n_tokens"], n_chars=summary["n_chars"],
+                n_bytes=summary["n_bytes"], nll=f"{summary['nll_nats']:.3f}",
+                per_token=f"{summary['nats_per_token']:.3f}",
+                perplexity=f"{summary['perplexity']:.3f}",
+                per_char=f"{summary['nats_per_char']:.3f}",
+                bits=f"{summary['bits_per_byte']:.4f}"))
 
 
 def print_text(ids, encoder: Encoder, stop: str | None, after: Sequence[int] = ()) -> None:
@@ -147,5 +154,6 @@ def reading_notice(where: str):
     """While waiting for the first output: after 2 s, say that the weights are being read."""
     # The weights are memory-mapped: after a restart the first pass reads them all from disk
     # (minutes for 1558M on a slow disk), and a silent wait looks like a hang.
-    return notice_after(2.0, f"picogpt: reading the weights in {where} (after a restart they "
-                             f"come from disk) ...")
+    return notice_after(2.0, _("picogpt: reading the weights in {where} (after a restart they "
+                               "come from disk) ...").format(where=where))
+

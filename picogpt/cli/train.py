@@ -23,7 +23,7 @@ from ..merges import bpe_files, learn_merges
 from ..ngram import bigram_loss, unigram_loss
 from ..train import batches, held_out_loss, hold_out, init_params, paragraph_ids, paragraphs
 from .checkpoint import check_free, part_dir
-from .command import run_command
+from .command import run_command, said
 from .prepare import check_settings, check_vocab, find_vocab, new_model_dir, read_text
 from .training import run_training
 
@@ -223,24 +223,24 @@ def say_written(result: dict) -> None:
     model_dir, curve = Path(result["model_dir"]), result["curve"]
     first = curve["measured"][0]
     best = next(m for m in curve["measured"] if m["step"] == curve["best"]["step"])
-    print("picogpt: " + _("held-out text: {before:.3f} -> {after:.3f} nats per token "
+    print(said(_("held-out text: {before:.3f} -> {after:.3f} nats per token "
                           "({per_char:.3f} per character) at step {step}, the model kept; on the "
                           "same tokens a unigram model scores {unigram:.3f} and a bigram model "
                           "{bigram:.3f}.").format(before=first["held_out"], after=best["held_out"],
                                    per_char=best["held_out_per_char"], step=best["step"],
-                                   **result["baselines"]), file=sys.stderr)
+                                   **result["baselines"])), file=sys.stderr)
     if curve["rising_after"] is not None:
-        print("picogpt: " + _("held-out loss rose after step {step} (to {last:.3f} at step "
+        print(said(_("held-out loss rose after step {step} (to {last:.3f} at step "
                               "{end}): the model began to learn its training text by "
                               "heart.").format(
             step=curve["rising_after"], last=curve["measured"][-1]["held_out"],
-            end=curve["measured"][-1]["step"]), file=sys.stderr)
-    print("picogpt: " + _("sample: {sample}").format(
-        sample=best.get("sample", "").replace("\n", " ⏎ ")), file=sys.stderr)
-    print("picogpt: " + _("wrote {folder}. Try: picogpt {prompt} --model_size {name} "
+            end=curve["measured"][-1]["step"])), file=sys.stderr)
+    print(said(_("sample: {sample}").format(
+        sample=best.get("sample", "").replace("\n", " ⏎ "))), file=sys.stderr)
+    print(said(_("wrote {folder}. Try: picogpt {prompt} --model_size {name} "
                           "--models_dir {models_dir}").format(
         folder=model_dir, prompt=quoted(result["prompt"]), name=model_dir.name,
-        models_dir=model_dir.parent), file=sys.stderr)
+        models_dir=model_dir.parent)), file=sys.stderr)
 
 
 if __name__ == "__main__":

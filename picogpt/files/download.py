@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from ..errors import PicoGPTError
+from ..errors import PicoGPTError, _
 from .store import model_lock, read_json, write_json_atomic
 
 BASE_URL = "https://openaipublic.blob.core.windows.net/gpt-2/models"
@@ -24,8 +24,9 @@ def download_url(model_size: str, base_url: str | None) -> str:
     """Where a size's files are: base_url, else $PICOGPT_BASE_URL, else OpenAI's address."""
     base_url = (base_url or os.environ.get("PICOGPT_BASE_URL") or BASE_URL).rstrip("/")
     if not base_url.startswith(("http://", "https://")):
-        raise PicoGPTError(f"{base_url!r} is not a download address: give --base_url (or "
-                           f"PICOGPT_BASE_URL) as http://... or https://...")
+        raise PicoGPTError(_("{url} is not a download address: give --base_url (or "
+                             "PICOGPT_BASE_URL) as http://... or https://...").format(
+                                 url=repr(base_url)))
     return f"{base_url}/{model_size}"
 
 
@@ -57,26 +58,30 @@ def download_file(url: str, path: Path, timeout: float = 30.0, backoff: float = 
             receive(url, part, timeout)
             break
         except KeyboardInterrupt:  # the CLI prints this and exits 130
-            raise KeyboardInterrupt(f"download stopped; {part} is kept, and the next run "
-                                    f"resumes it.") from None
+            raise KeyboardInterrupt(_("download stopped; {part} is kept, and the next run "
+                                      "resumes it.").format(part=part)) from None
         except requests.exceptions.InvalidURL:
-            raise PicoGPTError(f"{url} is not a valid address: check --base_url (or "
-                               f"PICOGPT_BASE_URL).") from None
+            raise PicoGPTError(_("{url} is not a valid address: check --base_url (or "
+                                 "PICOGPT_BASE_URL).").format(url=url)) from None
         except (requests.ConnectionError, requests.Timeout, IncompleteError, ServerError) as e:
             reason = why_it_failed(e, timeout)
-            if attempt == RETRIES or reason == OFFLINE:  # waiting will not bring a network back
-                tries = "1 try" if attempt == 0 else f"{attempt + 1} tries"
-                raise PicoGPTError(
-                    f"could not download {url} ({reason}; {tries}). If you are "
-                    f"offline, copy the seven files ({', '.join(FILES)}) into {path.parent}/ by "
-                    f"hand; a partial download resumes when you run again.") from None
+            if attempt == RETRIES or reason == offline():  # waiting will not bring a network back
+                tries = (_("1 try") if attempt == 0 else _("{n} tries").format(n=attempt + 1))
+                raise PicoGPTError(_(
+                    "could not download {url} ({reason}; {tries}). If you are offline, copy the "
+                    "seven files ({files}) into {folder}/ by hand; a partial download resumes "
+                    "when you run again.").format(url=url, reason=reason, tries=tries,
+                                                  files=", ".join(FILES), folder=path.parent)
+                ) from None
             time.sleep(backoff * 2**attempt)
     os.replace(part, path)
     sizes = read_json(path.parent / "download.json") or {}
     write_json_atomic(path.parent / "download.json", {**sizes, path.name: path.stat().st_size})
 
 
-OFFLINE = "the host name does not resolve"
+def offline() -> str:
+    """The reason why_it_failed gives when the network is not there at all."""
+    return _("the host name does not resolve")
 
 
 def why_it_failed(error: Exception, timeout: float) -> str:
@@ -84,12 +89,12 @@ def why_it_failed(error: Exception, timeout: float) -> str:
     import requests  # as in download_file
 
     if isinstance(error, requests.Timeout):
-        return f"no answer within {timeout:g} s"
+        return _("no answer within {seconds} s").format(seconds=f"{timeout:g}")
     if isinstance(error, requests.ConnectionError):
         text = str(error)
         if "NameResolution" in text or "resolve" in text or "not known" in text:
-            return OFFLINE
-        return "connection refused" if "refused" in text.lower() else "connection failed"
+            return offline()
+        return _("connection refused") if "refused" in text.lower() else _("connection failed")
     return str(error)  # IncompleteError and ServerError messages are short already
 
 
@@ -110,19 +115,24 @@ def receive(url: str, part: Path, timeout: float) -> None:
     with requests.get(url, stream=True, timeout=timeout, headers=headers) as response:
         if response.status_code == 416:  # part already holds the whole file or more: start over
             part.unlink()
-            raise IncompleteError(f"{part.name} did not match the server's file")
+            raise IncompleteError(_("{file} did not match the server's file").format(
+                file=part.name))
+
         if response.status_code >= 500:
-            raise ServerError(f"the server answered HTTP {response.status_code}")
+            raise ServerError(_("the server answered HTTP {status}").format(
+                status=response.status_code))
         if response.status_code == 404:
-            raise PicoGPTError(f"{url} does not exist (HTTP 404): check --model_size and the "
-                               f"download address (--base_url or PICOGPT_BASE_URL).")
+            raise PicoGPTError(_("{url} does not exist (HTTP 404): check --model_size and the "
+                                 "download address (--base_url or PICOGPT_BASE_URL).").format(
+                                     url=url))
         if response.status_code >= 400:
-            raise PicoGPTError(f"{url} answered HTTP {response.status_code}: check the download "
-                               f"address (--base_url or PICOGPT_BASE_URL).")
+            raise PicoGPTError(_("{url} answered HTTP {status}: check the download address "
+                                 "(--base_url or PICOGPT_BASE_URL).").format(
+                                     url=url, status=response.status_code))
         resumed = response.status_code == 206
         if resumed and not response.headers.get("Content-Range", "").startswith(f"bytes {have}-"):
             part.unlink()  # resumed somewhere else than asked: start again from byte 0
-            raise IncompleteError("the server resumed at the wrong place")
+            raise IncompleteError(_("the server resumed at the wrong place"))
         start = have if resumed else 0  # a 200 answer is the whole file, Range or not
         length = response.headers.get("Content-Length")
         total = start + int(length) if length is not None else None
@@ -133,12 +143,16 @@ def receive(url: str, part: Path, timeout: float) -> None:
                 for chunk in response.iter_content(DOWNLOAD_CHUNK):
                     bar.update(f.write(chunk))
         except requests.exceptions.ChunkedEncodingError:  # dropped mid-body
-            raise IncompleteError("the connection dropped mid-file") from None
+            raise IncompleteError(_("the connection dropped mid-file")) from None
         except requests.ConnectionError:  # requests' name for a read time-out mid-body
-            raise IncompleteError(f"the server sent nothing for {timeout:g} s mid-file") from None
+            raise IncompleteError(_("the server sent nothing for {seconds} s mid-file").format(
+                seconds=f"{timeout:g}")) from None
         except OSError as e:  # after requests' errors: they are OSErrors too
-            raise PicoGPTError(f"cannot write {part}: {e.strerror}. Free some disk space or "
-                               f"choose another --models_dir.") from None
+            raise PicoGPTError(_("cannot write {file}: {reason}. Free some disk space or choose "
+                                 "another --models_dir.").format(file=part, reason=e.strerror)
+                               ) from None
     size = part.stat().st_size
     if total is not None and size != total:
-        raise IncompleteError(f"the server sent {size} of {total} bytes")
+        raise IncompleteError(_("the server sent {size} of {total} bytes").format(
+            size=size, total=total))
+

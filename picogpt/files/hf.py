@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ..encoder import Encoder
-from ..errors import PicoGPTError
+from ..errors import PicoGPTError, _
 from .hub import hub_cache, hub_folder, is_model_id  # noqa: F401 (hub_cache: hf's too)
 from .params import check_hparams, check_shapes, fit_vocabulary, nest
 from .vocab import read_vocab
@@ -38,20 +38,23 @@ def load_hf(path: str) -> tuple[Encoder, dict[str, int], dict]:
     """A Hugging Face GPT-2 folder, or a model id of the hub: (encoder, hparams, params)."""
     folder = find_folder(path)
     hparams = read_config(folder)
-    encoder = read_vocab(folder, "save the model's tokenizer beside the weights with "
-                                 "tokenizer.save_pretrained")
+    encoder = read_vocab(folder, _("save the model's tokenizer beside the weights with "
+                                   "tokenizer.save_pretrained"))
     if encoder.n_vocab > hparams["n_vocab"]:  # a larger model's wte may hold unused rows
-        raise PicoGPTError(f"{folder}'s vocabulary holds {encoder.n_vocab} tokens, but "
-                           f"{CONFIG} gives the model {hparams['n_vocab']} (vocab_size): ids past "
-                           f"{hparams['n_vocab'] - 1} have no row in wte. The tokenizer is not "
-                           f"this model's; save the two together with save_pretrained.")
+        raise PicoGPTError(_("{folder}'s vocabulary holds {n} tokens, but {config} gives the "
+                             "model {n_vocab} (vocab_size): ids past {last} have no row in wte. "
+                             "The tokenizer is not this model's; save the two together with "
+                             "save_pretrained.").format(
+                                 folder=folder, n=encoder.n_vocab, config=CONFIG,
+                                 n_vocab=hparams["n_vocab"], last=hparams["n_vocab"] - 1))
     arrays = read_safetensors(folder)
     lm_head = arrays.pop("lm_head", None)
     check_shapes(arrays, hparams, str(folder / CONFIG), str(folder / WEIGHTS),
-                 "Save the model and its config together with save_pretrained.")
+                 _("Save the model and its config together with save_pretrained."))
     if lm_head is not None and not np.array_equal(lm_head, arrays["wte"]):
-        raise PicoGPTError(f"{folder / WEIGHTS} has an lm_head.weight that differs from wte; "
-                           f"picogpt's GPT-2 uses wte as its output layer (tied weights).")
+        raise PicoGPTError(_("{file} has an lm_head.weight that differs from wte; picogpt's "
+                             "GPT-2 uses wte as its output layer (tied weights).").format(
+                                 file=folder / WEIGHTS))
     return (encoder, *fit_vocabulary(hparams, nest(arrays), encoder.n_vocab))
 
 
@@ -61,37 +64,43 @@ def find_folder(path: str) -> Path:
     if Path(path).is_dir():
         return Path(path)
     if not is_model_id(path):
-        raise PicoGPTError(f"--hf {path}: no such folder. Give a folder saved with "
-                           f"save_pretrained, or a model id of the hub such as gpt2 or "
-                           f"uer/gpt2-chinese-poem.")
+        raise PicoGPTError(_("--hf {path}: no such folder. Give a folder saved with "
+                             "save_pretrained, or a model id of the hub such as gpt2 or "
+                             "uer/gpt2-chinese-poem.").format(path=path))
     return hub_folder(path)
 
 
 def read_config(folder: Path) -> dict[str, int]:
     """config.json as picogpt's hparams, refusing a model that is not GPT-2's architecture."""
     if not (folder / CONFIG).is_file():
-        raise PicoGPTError(f"{folder} has no {CONFIG}; it is not a Hugging Face model folder.")
+        raise PicoGPTError(_("{folder} has no {config}; it is not a Hugging Face model "
+                             "folder.").format(folder=folder, config=CONFIG))
     try:
         config = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise PicoGPTError(f"cannot read {folder / CONFIG}: {getattr(e, 'strerror', None) or e}"
-                           f".") from None
+        raise PicoGPTError(_("cannot read {file}: {reason}.").format(
+            file=folder / CONFIG, reason=getattr(e, "strerror", None) or e)) from None
     if not isinstance(config, dict) or config.get("model_type") != "gpt2":
         kind = config.get("model_type") if isinstance(config, dict) else None
-        raise PicoGPTError(f"{folder / CONFIG} describes a {kind!r} model; picogpt runs GPT-2's "
-                           f"architecture only (model_type \"gpt2\", as in gpt2 or distilgpt2).")
+        raise PicoGPTError(_("{file} describes a {kind} model; picogpt runs GPT-2's "
+                             "architecture only (model_type \"gpt2\", as in gpt2 or "
+                             "distilgpt2).").format(file=folder / CONFIG, kind=repr(kind)))
     for key, value in SAME_MATH.items():
         if config.get(key, value) != value:
-            raise PicoGPTError(f"{folder / CONFIG} sets {key}={config[key]!r}; picogpt computes "
-                               f"GPT-2 with {key}={value!r} only.")
+            raise PicoGPTError(_("{file} sets {key}={value}; picogpt computes GPT-2 with "
+                                 "{key}={wanted} only.").format(
+                                     file=folder / CONFIG, key=key, value=repr(config[key]),
+                                     wanted=repr(value)))
     names = {"n_vocab": "vocab_size", "n_ctx": "n_positions", "n_embd": "n_embd",
              "n_head": "n_head", "n_layer": "n_layer"}
     hparams = check_hparams({ours: config.get(theirs) for ours, theirs in names.items()},
-                            str(folder / CONFIG), "it is not a GPT-2 config",
+                            str(folder / CONFIG), _("it is not a GPT-2 config"),
                             names=names.values())
     if config.get("n_inner") not in (None, 4 * hparams["n_embd"]):
-        raise PicoGPTError(f"{folder / CONFIG} sets n_inner={config['n_inner']}; picogpt's "
-                           f"GPT-2 has an MLP of 4 * n_embd = {4 * hparams['n_embd']}.")
+        raise PicoGPTError(_("{file} sets n_inner={n_inner}; picogpt's GPT-2 has an MLP of "
+                             "4 * n_embd = {width}.").format(
+                                 file=folder / CONFIG, n_inner=config["n_inner"],
+                                 width=4 * hparams["n_embd"]))
     return hparams
 
 
@@ -100,18 +109,21 @@ def read_safetensors(folder: Path) -> dict[str, np.ndarray]:
     file = folder / WEIGHTS
     if not file.is_file():
         others = [p.name for p in folder.glob("*") if p.suffix in (".bin", ".pt", ".h5")]
-        hint = (f"it holds {', '.join(sorted(others))}: load it with transformers and re-save "
-                f"it with model.save_pretrained(folder, safe_serialization=True)"
-                if others else "save the model with save_pretrained")
-        raise PicoGPTError(f"{folder} has no {WEIGHTS}; {hint}.")
+        hint = (_("it holds {others}: load it with transformers and re-save it with "
+                  "model.save_pretrained(folder, safe_serialization=True)").format(
+                      others=", ".join(sorted(others)))
+                if others else _("save the model with save_pretrained"))
+        raise PicoGPTError(_("{folder} has no {weights}; {hint}.").format(
+            folder=folder, weights=WEIGHTS, hint=hint))
     arrays = {}
     for key, (dtype, offset, shape) in safetensors_header(file).items():
         name = flat_name(key)
         if name is None:
             continue
         if dtype not in DTYPES:
-            raise PicoGPTError(f"{file} stores {key} as {dtype}; picogpt reads F32, F16, BF16 and "
-                               f"F64 weights. Save the model as float32.")
+            raise PicoGPTError(_("{file} stores {key} as {dtype}; picogpt reads F32, F16, BF16 "
+                                 "and F64 weights. Save the model as float32.").format(
+                                     file=file, key=key, dtype=dtype))
         count = int(np.prod(shape))
         array = (np.memmap(file, DTYPES[dtype], "r", offset, (count,)).reshape(shape) if count
                  else np.zeros(shape, DTYPES[dtype]))
@@ -129,9 +141,10 @@ def safetensors_header(file: Path) -> dict[str, tuple[str, int, tuple[int, ...]]
     with open(file, "rb") as f:
         start = f.read(max(8, len(LFS_POINTER)))
         if start.startswith(LFS_POINTER):
-            raise PicoGPTError(f"{file} is a Git LFS pointer ({size} bytes), not the weights: the "
-                               f"folder was cloned without git-lfs. Run 'git lfs install' and "
-                               f"'git lfs pull' in the folder, or download the file itself.")
+            raise PicoGPTError(_("{file} is a Git LFS pointer ({size} bytes), not the weights: "
+                                 "the folder was cloned without git-lfs. Run 'git lfs install' "
+                                 "and 'git lfs pull' in the folder, or download the file "
+                                 "itself.").format(file=file, size=size))
         n_header = int.from_bytes(start[:8], "little")
         f.seek(8)
         raw = f.read(n_header) if 0 < n_header <= min(MAX_HEADER, size - 8) else None
@@ -140,9 +153,9 @@ def safetensors_header(file: Path) -> dict[str, tuple[str, int, tuple[int, ...]]
     except (UnicodeDecodeError, json.JSONDecodeError):
         header = None
     if not isinstance(header, dict):
-        raise PicoGPTError(f"{file} is not a safetensors file ({size} bytes, and its first 8 "
-                           f"bytes do not give the size of a JSON header that follows); "
-                           f"download or save it again.")
+        raise PicoGPTError(_("{file} is not a safetensors file ({size} bytes, and its first 8 "
+                             "bytes do not give the size of a JSON header that follows); "
+                             "download or save it again.").format(file=file, size=size))
     tensors, n_data = {}, size - 8 - n_header
     for key, meta in header.items():
         if key == "__metadata__":
@@ -156,9 +169,10 @@ def safetensors_header(file: Path) -> dict[str, tuple[str, int, tuple[int, ...]]
         except (KeyError, TypeError, ValueError):
             valid = False
         if not valid:
-            raise PicoGPTError(f"{file} is truncated or damaged: tensor {key} lies outside its "
-                               f"{size} bytes or does not fit its shape; download or save it "
-                               f"again.")
+            raise PicoGPTError(_("{file} is truncated or damaged: tensor {key} lies outside its "
+                                 "{size} bytes or does not fit its shape; download or save it "
+                                 "again.").format(file=file, key=key, size=size))
+
         tensors[key] = (dtype, 8 + n_header + begin, shape)
     return tensors
 

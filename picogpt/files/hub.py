@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..errors import PicoGPTError
+from ..errors import PicoGPTError, _
 
 WEIGHTS, CONFIG = "model.safetensors", "config.json"
 VOCABULARIES = (("vocab.json", "merges.txt"),  # byte-level BPE: GPT-2's
@@ -83,14 +83,17 @@ def files_to_fetch(model_id: str, files: set[str]) -> list[str]:
     if WEIGHTS not in files:
         others = sorted(name for name in files if name.endswith((".bin", ".h5", ".msgpack",
                                                                  ".onnx", ".pt", ".ckpt")))
-        held = f"it holds {', '.join(others)}" if others else "it holds no weights at all"
-        raise PicoGPTError(f"--hf {model_id}: the repo has no {WEIGHTS} ({held}), and picogpt "
-                           f"reads only safetensors. Load it with transformers, save it with "
-                           f"model.save_pretrained(folder) (which writes {WEIGHTS}) and run "
-                           f"--hf folder.")
+        held = (_("it holds {others}").format(others=", ".join(others)) if others
+                else _("it holds no weights at all"))
+        raise PicoGPTError(_("--hf {model_id}: the repo has no {weights} ({held}), and picogpt "
+                             "reads only safetensors. Load it with transformers, save it with "
+                             "model.save_pretrained(folder) (which writes {weights}) and run "
+                             "--hf folder.").format(model_id=model_id, weights=WEIGHTS,
+                                                    held=held))
     if CONFIG not in files:
-        raise PicoGPTError(f"--hf {model_id}: the repo has no {CONFIG}; it is not a model "
-                           f"saved with transformers' save_pretrained.")
+        raise PicoGPTError(_("--hf {model_id}: the repo has no {config}; it is not a model "
+                             "saved with transformers' save_pretrained.").format(
+                                 model_id=model_id, config=CONFIG))
     vocabulary = [name for names in VOCABULARIES for name in names if name in files]
     if not any(all(name in files for name in names) for names in WHOLE[:2]):
         vocabulary = list(dict.fromkeys([*vocabulary, *(n for n in DESCRIBED if n in files)]))
@@ -104,30 +107,37 @@ def hub_errors(model_id: str) -> Iterator[None]:
     from huggingface_hub import constants
     from huggingface_hub import errors as hub
 
-    where = f"the hub at {constants.ENDPOINT}"
+    where = _("the hub at {endpoint}").format(endpoint=constants.ENDPOINT)
     try:
         yield
     except KeyboardInterrupt:  # huggingface_hub removes a file it did not finish
-        raise KeyboardInterrupt(f"stopped downloading {model_id}; nothing half-downloaded is "
-                                f"kept, and the next run downloads it again.") from None
+        raise KeyboardInterrupt(_("stopped downloading {model_id}; nothing half-downloaded is "
+                                  "kept, and the next run downloads it again.").format(
+                                      model_id=model_id)) from None
     except hub.GatedRepoError:
-        raise PicoGPTError(f"--hf {model_id}: the model is gated on {where}; accept its terms "
-                           f"on its page, then set HF_TOKEN to a token of yours (or run "
-                           f"'hf auth login').") from None
+        raise PicoGPTError(_("--hf {model_id}: the model is gated on {where}; accept its terms "
+                             "on its page, then set HF_TOKEN to a token of yours (or run "
+                             "'hf auth login').").format(model_id=model_id, where=where)
+                           ) from None
     except hub.RepositoryNotFoundError:
-        raise PicoGPTError(f"--hf {model_id}: no such folder, and no model {model_id!r} on "
-                           f"{where} (or it is private: set HF_TOKEN to a token that may read "
-                           f"it). Check the id, as in --hf gpt2 or --hf uer/gpt2-chinese-poem."
+        raise PicoGPTError(_("--hf {model_id}: no such folder, and no model {name} on {where} "
+                             "(or it is private: set HF_TOKEN to a token that may read it). "
+                             "Check the id, as in --hf gpt2 or --hf uer/gpt2-chinese-poem."
+                             ).format(model_id=model_id, name=repr(model_id), where=where)
                            ) from None
     except (hub.OfflineModeIsEnabled, hub.LocalEntryNotFoundError) as e:
         if not constants.is_offline_mode():  # a file's HEAD failed: the hub went away
             raise unreachable(model_id, where, e) from None
-        raise PicoGPTError(f"--hf {model_id}: HF_HUB_OFFLINE is set and the Hugging Face cache "
-                           f"{hub_cache()} does not hold the model's {WEIGHTS}, {CONFIG} and "
-                           f"vocabulary; unset HF_HUB_OFFLINE to download them once.") from None
+        raise PicoGPTError(_("--hf {model_id}: HF_HUB_OFFLINE is set and the Hugging Face cache "
+                             "{cache} does not hold the model's {weights}, {config} and "
+                             "vocabulary; unset HF_HUB_OFFLINE to download them once.").format(
+                                 model_id=model_id, cache=hub_cache(), weights=WEIGHTS,
+                                 config=CONFIG)) from None
     except hub.HfHubHTTPError as e:
-        raise PicoGPTError(f"--hf {model_id}: {where} answered {e.response.status_code} "
-                           f"({e.response.reason_phrase}); try again later.") from None
+        raise PicoGPTError(_("--hf {model_id}: {where} answered {status} ({reason}); try again "
+                             "later.").format(model_id=model_id, where=where,
+                                              status=e.response.status_code,
+                                              reason=e.response.reason_phrase)) from None
     except (httpx2.TransportError, OSError) as e:
         raise unreachable(model_id, where, e) from None
 
@@ -135,9 +145,11 @@ def hub_errors(model_id: str) -> Iterator[None]:
 def unreachable(model_id: str, where: str, error: Exception) -> PicoGPTError:
     """The hub could not be reached, or stopped answering in the middle of a file."""
     reason = str(error).splitlines()[0] if str(error) else ""
-    return PicoGPTError(f"--hf {model_id}: cannot download from {where} ({type(error).__name__}"
-                        f"{': ' + reason if reason else ''}); nothing half-downloaded is kept. "
-                        f"Check the connection and run again.")
+    return PicoGPTError(_("--hf {model_id}: cannot download from {where} ({error}); nothing "
+                          "half-downloaded is kept. Check the connection and run again.").format(
+                              model_id=model_id, where=where,
+                              error=type(error).__name__ + (": " + reason if reason else "")))
+
 
 
 @contextlib.contextmanager

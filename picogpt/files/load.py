@@ -19,7 +19,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ..encoder import Encoder
-from ..errors import PicoGPTError
+from ..errors import PicoGPTError, _
 from .download import FILES, download_missing, download_url
 from .params import check_hparams, check_shapes, fit_vocabulary, nest
 from .store import model_lock, read_json, read_params, source_stamps, write_params
@@ -39,9 +39,10 @@ def load_encoder_hparams_and_params(model_size: str = "124M", models_dir: str = 
     model_dir = Path(models_dir) / model_size
     released = model_size in MODEL_SIZES  # else a folder of one's own: picogpt.train's
     if not released and not (model_dir / "hparams.json").is_file():
-        raise PicoGPTError(f"unknown model size {model_size!r}; choose one of "
-                           f"{', '.join(MODEL_SIZES)}, or the name of a model folder in "
-                           f"{models_dir} (python -m picogpt.train writes one).")
+        raise PicoGPTError(_("unknown model size {size}; choose one of {sizes}, or the name of "
+                             "a model folder in {models_dir} (python -m picogpt.train writes "
+                             "one).").format(size=repr(model_size), sizes=", ".join(MODEL_SIZES),
+                                             models_dir=models_dir))
     arrays = read_params(model_dir)  # once converted, the checkpoint files are not needed
     if released:
         download_missing(model_dir, download_url(model_size, base_url),
@@ -49,27 +50,28 @@ def load_encoder_hparams_and_params(model_size: str = "124M", models_dir: str = 
     hparams = read_hparams(model_dir)
     encoder = read_encoder(model_dir)
     if arrays is None and not released and source_stamps(model_dir) is None:
-        raise PicoGPTError(f"{model_dir / 'params'} is missing or damaged, and {model_dir} has "
-                           f"no checkpoint to rebuild it from; train the model again.")
+        raise PicoGPTError(_("{params} is missing or damaged, and {folder} has no checkpoint to "
+                             "rebuild it from; train the model again.").format(
+                                 params=model_dir / "params", folder=model_dir))
     if arrays is None:
         with model_lock(model_dir):
             arrays = read_params(model_dir) or build_params(model_dir)
-    check_shapes(arrays, hparams, str(model_dir / "hparams.json"), "the checkpoint",
-                 "The folder mixes two models; delete it to download again.")
+    check_shapes(arrays, hparams, str(model_dir / "hparams.json"), _("the checkpoint"),
+                 _("The folder mixes two models; delete it to download again."))
     return (encoder, *fit_vocabulary(hparams, nest(arrays), encoder.n_vocab))
 
 
 def read_hparams(model_dir: Path) -> dict[str, int]:
     """hparams.json, checked to hold the five integers the model needs."""
     return check_hparams(read_json(model_dir / "hparams.json"), str(model_dir / "hparams.json"),
-                         "delete it to download it again")
+                         _("delete it to download it again"))
 
 
 def read_encoder(model_dir: Path):
     """The folder's vocabulary: GPT-2's own for a released size, checked to be whole; a trained
     model's own (byte-level BPE, or WordPiece) otherwise."""
-    return read_vocab(model_dir, "delete it to download it again"
-                      if model_dir.name in MODEL_SIZES else "train the model again",
+    return read_vocab(model_dir, _("delete it to download it again")
+                      if model_dir.name in MODEL_SIZES else _("train the model again"),
                       gpt2=model_dir.name in MODEL_SIZES)
 
 
@@ -79,13 +81,14 @@ def build_params(model_dir: Path) -> dict[str, np.ndarray]:
         arrays = write_params(model_dir, read_checkpoint(model_dir),
                               source=source_stamps(model_dir))
     except KeyboardInterrupt:  # the CLI prints this and exits 130
-        raise KeyboardInterrupt(f"conversion stopped; nothing half-written is kept in "
-                                f"{model_dir}, and the next run converts again.") from None
+        raise KeyboardInterrupt(_("conversion stopped; nothing half-written is kept in "
+                                  "{folder}, and the next run converts again.").format(
+                                      folder=model_dir)) from None
     freed = sum((model_dir / name).stat().st_size for name in CHECKPOINT
                 if (model_dir / name).is_file())
-    tqdm.write(f"picogpt: converted {model_dir} to params/. The TensorFlow checkpoint files "
-               f"(model.ckpt.*, checkpoint) are no longer needed: deleting them frees "
-               f"{freed / 1e6:,.0f} MB.", file=sys.stderr)
+    tqdm.write(_("picogpt: converted {folder} to params/. The TensorFlow checkpoint files "
+                 "(model.ckpt.*, checkpoint) are no longer needed: deleting them frees {mb} "
+                 "MB.").format(folder=model_dir, mb=f"{freed / 1e6:,.0f}"), file=sys.stderr)
     return arrays
 
 
@@ -97,17 +100,19 @@ def read_checkpoint(model_dir: Path):
     try:  # here only: the first load of a size, never once params/ exists
         import tensorflow as tf
     except ImportError:
-        raise PicoGPTError(f"converting OpenAI's checkpoint in {model_dir} needs TensorFlow, "
-                           f"which is not installed for Python {sys.version.split()[0]}. Install "
-                           f"it (pip install tensorflow, on a Python it supports: 3.10 to 3.13), "
-                           f"or run a Hugging Face folder with --hf.") from None
+        raise PicoGPTError(_("converting OpenAI's checkpoint in {folder} needs TensorFlow, "
+                             "which is not installed for Python {python}. Install it (pip "
+                             "install tensorflow, on a Python it supports: 3.10 to 3.13), or run "
+                             "a Hugging Face folder with --hf.").format(
+                                 folder=model_dir, python=sys.version.split()[0])) from None
     try:
         reader = tf.train.load_checkpoint(str(model_dir / "model.ckpt"))
         names = sorted(reader.get_variable_to_shape_map())
         # a bar on a terminal only (disable=None): a log or a pipe gets the line build_params
         # writes when it is done, or the error
-        bar = tqdm(names, desc=f"picogpt: converting the TensorFlow checkpoint in {model_dir} "
-                               f"to NumPy files, once", unit="tensor", leave=False, disable=None)
+        bar = tqdm(names, desc=_("picogpt: converting the TensorFlow checkpoint in {folder} to "
+                                 "NumPy files, once").format(folder=model_dir),
+                   unit="tensor", leave=False, disable=None)
         for name in bar:
             array = reader.get_tensor(name).astype(np.float32)
             if array.ndim == 3:  # the checkpoint stores conv1d weights as [1, n_in, n_out]
@@ -115,5 +120,7 @@ def read_checkpoint(model_dir: Path):
             yield name.removeprefix("model/").replace("/", "."), array
     except (tf.errors.OpError, IndexError, ValueError) as e:  # a truncated file: IndexError
         reason = (e.message if isinstance(e, tf.errors.OpError) else str(e)).splitlines()[0]
-        raise PicoGPTError(f"cannot read the checkpoint in {model_dir} ({reason[:200]}); "
-                           f"delete its model.ckpt.* files to download them again.") from None
+        raise PicoGPTError(_("cannot read the checkpoint in {folder} ({reason}); delete its "
+                             "model.ckpt.* files to download them again.").format(
+                                 folder=model_dir, reason=reason[:200])) from None
+

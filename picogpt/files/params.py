@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import PicoGPTError
+from ..errors import PicoGPTError, _
 
 HPARAMS = ("n_vocab", "n_ctx", "n_embd", "n_head", "n_layer")  # what hparams.json holds
 
@@ -75,11 +75,13 @@ def check_hparams(hparams: Any, source: str, fix: str, names=HPARAMS) -> dict[st
     if not isinstance(hparams, dict) or not all(
             isinstance(hparams.get(key), int) and not isinstance(hparams[key], bool)
             and hparams[key] > 0 for key in HPARAMS):
-        raise PicoGPTError(f"{source} is not GPT-2 hparams (it needs positive integers "
-                           f"{', '.join(names)}); {fix}.")
+        raise PicoGPTError(_("{source} is not GPT-2 hparams (it needs positive integers "
+                             "{names}); {fix}.").format(source=source, names=", ".join(names),
+                                                        fix=fix))
     if hparams["n_embd"] % hparams["n_head"]:
-        raise PicoGPTError(f"{source}: n_embd={hparams['n_embd']} is not a multiple of "
-                           f"n_head={hparams['n_head']}; {fix}.")
+        raise PicoGPTError(_("{source}: n_embd={n_embd} is not a multiple of n_head={n_head}; "
+                             "{fix}.").format(source=source, n_embd=hparams["n_embd"],
+                                              n_head=hparams["n_head"], fix=fix))
     return {key: hparams[key] for key in HPARAMS}
 
 
@@ -88,9 +90,13 @@ def check_shapes(arrays: dict[str, np.ndarray], hparams: dict[str, int], source:
     """Raise if the hparams read from source do not describe the tensors in weights."""
     expected = expected_shapes(hparams)
     for name in sorted(expected.keys() | arrays.keys()):
-        want = expected.get(name, "no such tensor")
-        have = arrays[name].shape if name in arrays else "no such tensor"
+        want, have = expected.get(name), arrays[name].shape if name in arrays else None
         if want != have:
             said = ", ".join(f"{key}={hparams[key]}" for key in HPARAMS)
-            raise PicoGPTError(f"{source} ({said}) does not match {weights}: {name} should be "
-                               f"{want} but is {have}. {fix}")
+            none = _("no such tensor")
+            raise PicoGPTError(_("{source} ({said}) does not match {weights}: {name} should be "
+                                 "{want} but is {have}. {fix}").format(
+                                     source=source, said=said, weights=weights, name=name,
+                                     want=none if want is None else want,
+                                     have=none if have is None else have, fix=fix))
+

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from ..errors import PicoGPTError
+from ..errors import PicoGPTError, _
 from .params import HPARAMS, flatten
 
 # Version of params/. 2 stores linear weights column-major: the same [n_in, n_out] shape and
@@ -62,8 +62,9 @@ def model_lock(model_dir: Path):
         model_dir.mkdir(parents=True, exist_ok=True)
         lock = open(model_dir / ".lock", "a")
     except OSError as e:
-        raise PicoGPTError(f"cannot write to {model_dir}: {e.strerror}. Choose a folder you can "
-                           f"write with --models_dir.") from None
+        raise PicoGPTError(_("cannot write to {folder}: {reason}. Choose a folder you can write "
+                             "with --models_dir.").format(folder=model_dir, reason=e.strerror)
+                           ) from None
     with lock:
         try:
             import fcntl  # POSIX only; without it concurrent runs are not serialised
@@ -73,8 +74,8 @@ def model_lock(model_dir: Path):
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            tqdm.write(f"waiting for another picogpt that is writing to {model_dir} ...",
-                       file=sys.stderr)
+            tqdm.write(_("waiting for another picogpt that is writing to {folder} ...").format(
+                folder=model_dir), file=sys.stderr)
             fcntl.flock(lock, fcntl.LOCK_EX)
         yield  # closing the file releases the lock
 
@@ -176,8 +177,8 @@ def write_tensors(named_arrays, out_dir: Path) -> dict[str, dict]:
         written = np.load(file, mmap_mode="r")  # what later runs will map, byte for byte
         checksum = crc32(array)
         if crc32(written) != checksum:
-            raise PicoGPTError(f"{file} does not read back as written (disk full or failing?); "
-                               f"free some space and run again.")
+            raise PicoGPTError(_("{file} does not read back as written (disk full or failing?); "
+                                 "free some space and run again.").format(file=file))
         tensors[name] = {"shape": list(array.shape), "crc32": checksum, "stamp": stamp(file)}
     return tensors
 
@@ -204,7 +205,9 @@ def save_model(model_dir: Path, hparams: dict[str, int], params: dict, vocab_dir
             raise FileExistsError(17, "File exists", str(model_dir))
         tmp.rename(model_dir)
     except OSError as e:
-        raise PicoGPTError(f"cannot write the model to {model_dir}: {e.strerror}. Choose another "
-                           f"--name or --models_dir.") from None
+        raise PicoGPTError(_("cannot write the model to {folder}: {reason}. Choose another "
+                             "--name or --models_dir.").format(folder=model_dir,
+                                                               reason=e.strerror)) from None
+
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -44,13 +44,13 @@ def read_described(folder: Path, fix: str, gpt2: bool):
     config = read_json(folder / WORDPIECE_FILES[1]) if (folder / WORDPIECE_FILES[1]).is_file() \
         else {}
     if not isinstance(config, dict):
-        raise PicoGPTError(f"{folder / WORDPIECE_FILES[1]} is not a JSON object of tokenizer "
-                           f"settings; {fix}.")
+        raise PicoGPTError(_("{file} is not a JSON object of tokenizer settings; {fix}.").format(
+            file=folder / WORDPIECE_FILES[1], fix=fix))
     if described["kind"] == "bpe":
         return bpe_described(folder, described, config, gpt2, fix)
     if gpt2:
-        raise PicoGPTError(f"{path} holds a WordPiece vocabulary, not GPT-2's encoder.json and "
-                           f"vocab.bpe; {fix}.")
+        raise PicoGPTError(_("{path} holds a WordPiece vocabulary, not GPT-2's encoder.json and "
+                             "vocab.bpe; {fix}.").format(path=path, fix=fix))
     return wordpiece_described(folder, described, config, fix)
 
 
@@ -81,8 +81,9 @@ def wordpiece_described(folder: Path, described: dict, config: dict, fix: str):
     for name in WORDPIECE_FILES[1:]:
         given.update(config_settings(folder / name, fix))
     if given.pop("do_basic_tokenize", True) is not True:
-        raise PicoGPTError(f"{folder / WORDPIECE_FILES[1]} turns off BERT's basic tokenization "
-                           f"(do_basic_tokenize), which picogpt's WordPiece always runs; {fix}.")
+        raise PicoGPTError(_("{file} turns off BERT's basic tokenization (do_basic_tokenize), "
+                             "which picogpt's WordPiece always runs; {fix}.").format(
+                                 file=folder / WORDPIECE_FILES[1], fix=fix))
     bert = config.get("tokenizer_class") in BERT_CLASSES
     keys = {"do_lower_case": "normalizer.lowercase", "unk_token": "model.unk_token",
             "tokenize_chinese_chars": "normalizer.handle_chinese_chars",
@@ -95,8 +96,9 @@ def wordpiece_described(folder: Path, described: dict, config: dict, fix: str):
                 stated=repr(given.get(name, BERT_DEFAULTS[name])), path=path, key=keys[name],
                 value=repr(value), fix=fix))
     if sorted(vocab.values()) != list(range(len(vocab))):
-        raise PicoGPTError(f"{path}'s model.vocab's ids are not 0 .. {len(vocab) - 1}, each "
-                           f"once; {fix}.")
+        raise PicoGPTError(_("{path}'s model.vocab's ids are not 0 .. {last}, each once; "
+                             "{fix}.").format(path=path, last=len(vocab) - 1, fix=fix))
+
     settings = {**given, **described["settings"]}
     specials = {settings.get(f"{name}_token", default) for name, default in (
         ("cls", "[CLS]"), ("sep", "[SEP]"), ("unk", "[UNK]"), ("pad", "[PAD]"),

@@ -21,13 +21,19 @@ BPE_FILES = (("encoder.json", "vocab.bpe"), ("vocab.json", "merges.txt"))  # Ope
 CHARS_FILE = "chars.json"  # a JSON list of picogpt's character vocabulary: id -> token
 WORDPIECE_FILES = ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
 TOKENIZER_JSON = "tokenizer.json"  # the tokenizers library's one file: either kind
-# what WordPiece takes from those two JSON files: each setting's types (None: the default), as
-# the error names them
-FLAG, TOKEN = ((bool,), "true or false"), ((str, type(None)), "a string")
+# what WordPiece takes from those two JSON files: each setting's types (None: the default), and
+# which words of `wanted` the error names them with
+FLAG, TOKEN = ((bool,), "flag"), ((str, type(None)), "token")
 SETTINGS = {"do_lower_case": FLAG, "tokenize_chinese_chars": FLAG, "do_basic_tokenize": FLAG,
-            "strip_accents": ((bool, type(None)), "true, false or null"),
-            "never_split": ((list, type(None)), "a list of strings or null"),
+            "strip_accents": ((bool, type(None)), "flag or null"),
+            "never_split": ((list, type(None)), "words"),
             **{f"{name}_token": TOKEN for name in ("cls", "sep", "unk", "pad", "mask")}}
+
+
+def wanted(kind: str) -> str:
+    """What a setting of SETTINGS must be, in words."""
+    return {"flag": _("true or false"), "token": _("a string"),
+            "flag or null": _("true, false or null"), "words": _("a list of strings or null")}[kind]
 
 
 def read_vocab(folder: Path, fix: str, gpt2: bool = False):
@@ -54,25 +60,28 @@ def read_files(folder: Path, fix: str, gpt2: bool):
         names = [name for pair in BPE_FILES for name in pair] + list(WORDPIECE_FILES) + [
             CHARS_FILE]
         found = [name for name in names if (folder / name).is_file()]
-        halves = [f"{a} without {b}" for pair in BPE_FILES for a, b in (pair, pair[::-1])
+        halves = [_("{a} without {b}").format(a=a, b=b) for pair in BPE_FILES
+                  for a, b in (pair, pair[::-1])
                   if (folder / a).is_file() and not (folder / b).is_file()]
-        which = "two kinds of vocabulary" if bool(bpe) + wordpiece + chars > 1 else (
-            "two BPE vocabularies" if len(bpe) > 1 else
-            f"no whole vocabulary ({'; '.join(halves)})" if halves else "no vocabulary")
-        raise PicoGPTError(
-            f"{folder} holds {which} (found: {', '.join(found) or 'none of them'}); picogpt "
-            f"needs exactly one: encoder.json + vocab.bpe, vocab.json + merges.txt (byte-level "
-            f"BPE, as GPT-2's), vocab.txt (WordPiece, as BERT's), tokenizer.json (either) or "
-            f"chars.json (characters). {fix[0].upper()}{fix[1:]}.")
+        which = _("two kinds of vocabulary") if bool(bpe) + wordpiece + chars > 1 else (
+            _("two BPE vocabularies") if len(bpe) > 1 else
+            _("no whole vocabulary ({halves})").format(halves=_("; ").join(halves)) if halves
+            else _("no vocabulary"))
+        raise PicoGPTError(_(
+            "{folder} holds {which} (found: {found}); picogpt needs exactly one: encoder.json + "
+            "vocab.bpe, vocab.json + merges.txt (byte-level BPE, as GPT-2's), vocab.txt "
+            "(WordPiece, as BERT's), tokenizer.json (either) or chars.json (characters). {fix}."
+            ).format(folder=folder, which=which, found=", ".join(found) or _("none of them"),
+                     fix=fix[0].upper() + fix[1:]))
     if chars:
         if gpt2:
-            raise PicoGPTError(f"{folder} holds {CHARS_FILE}, not GPT-2's encoder.json and "
-                               f"vocab.bpe; {fix}.")
+            raise PicoGPTError(_("{folder} holds {file}, not GPT-2's encoder.json and vocab.bpe; "
+                                 "{fix}.").format(folder=folder, file=CHARS_FILE, fix=fix))
         return read_chars(folder / CHARS_FILE, fix)
     if wordpiece:
         if gpt2:
-            raise PicoGPTError(f"{folder} holds vocab.txt, not GPT-2's encoder.json and "
-                               f"vocab.bpe; {fix}.")
+            raise PicoGPTError(_("{folder} holds vocab.txt, not GPT-2's encoder.json and "
+                                 "vocab.bpe; {fix}.").format(folder=folder, fix=fix))
         return read_wordpiece(folder, fix)
     tokens, merges = bpe[0]
     return read_bpe(folder / tokens, folder / merges, (N_VOCAB, N_MERGES) if gpt2 else None, fix)
@@ -123,8 +132,10 @@ def read_bpe(tokens_file: Path, merges_file: Path, sizes: tuple[int, int] | None
     try:
         lines = merges_file.read_text(encoding="utf-8").split("\n")
     except (OSError, UnicodeDecodeError) as e:
-        reason = e.strerror if isinstance(e, OSError) else "it is not UTF-8 text"
-        raise PicoGPTError(f"cannot read {merges_file} ({reason}); {fix}.") from None
+        reason = e.strerror if isinstance(e, OSError) else _("it is not UTF-8 text")
+        raise PicoGPTError(_("cannot read {file} ({reason}); {fix}.").format(
+            file=merges_file, reason=reason, fix=fix)) from None
+
     merges = [tuple(line.split()) for line in lines if line and not line.startswith("#version")]
     return bpe_encoder(table, merges, sizes, (str(tokens_file), str(merges_file)), fix)
 
@@ -139,13 +150,14 @@ def bpe_encoder(table, merges: list[tuple], sizes: tuple[int, int] | None,
     n_tokens, n_merges = sizes or (None, None)
     if not isinstance(table, dict) or SPECIAL not in table or (n_tokens is not None and (
             len(table) != n_tokens or table[SPECIAL] != END_OF_TEXT)):
-        count = f"{n_tokens} tokens, {SPECIAL} = {END_OF_TEXT}" if n_tokens else \
-            f"token -> id, with {SPECIAL}"
-        what = "GPT-2's token table" if n_tokens else "a BPE token table"
-        raise PicoGPTError(f"{tokens_file} is not {what} ({count}); {fix}.")
+        said = (_("{file} is not GPT-2's token table ({n} tokens, {special} = {id}); {fix}.")
+                if n_tokens else
+                _("{file} is not a BPE token table (token -> id, with {special}); {fix}."))
+        raise PicoGPTError(said.format(file=tokens_file, n=n_tokens, special=SPECIAL,
+                                       id=END_OF_TEXT, fix=fix))
     if sorted(table.values()) != list(range(len(table))):
-        raise PicoGPTError(f"{tokens_file}'s ids are not 0 .. {len(table) - 1}, each once; "
-                           f"{fix}.")
+        raise PicoGPTError(_("{file}'s ids are not 0 .. {last}, each once; {fix}.").format(
+            file=tokens_file, last=len(table) - 1, fix=fix))
     missing = [c for c in bytes_to_unicode().values() if c not in table]
     if missing:  # byte-level BPE spells every text with these: without one, some text fails
         raise PicoGPTError(_("{file} lacks the byte token {token!r}, one of the 256 every "
@@ -157,9 +169,10 @@ def bpe_encoder(table, merges: list[tuple], sizes: tuple[int, int] | None,
     merges = [tuple(same.get(half, half) for half in merge) for merge in merges]
     if (n_merges is not None and len(merges) != n_merges) or any(
             len(merge) != 2 or merge[0] + merge[1] not in table for merge in merges):
-        count = f"{n_merges} pairs" if n_merges else "one pair a line, each making a token"
-        what = "GPT-2's merge list" if n_merges else "a BPE merge list"
-        raise PicoGPTError(f"{merges_file} is not {what} ({count}); {fix}.")
+        said = (_("{file} is not GPT-2's merge list ({n} pairs); {fix}.") if n_merges else
+                _("{file} is not a BPE merge list (one pair a line, each making a token); "
+                  "{fix}."))
+        raise PicoGPTError(said.format(file=merges_file, n=n_merges, fix=fix))
     return Encoder(table, merges)
 
 
@@ -170,8 +183,10 @@ def read_chars(path: Path, fix: str) -> Chars:
     if not (isinstance(tokens, list) and all(isinstance(t, str) for t in tokens)
             and len(set(tokens)) == len(tokens) and {START, UNKNOWN} <= set(tokens)
             and all(len(t) == 1 for t in tokens if t not in (START, UNKNOWN))):
-        raise PicoGPTError(f"{path} is not a character vocabulary (a JSON list of distinct "
-                           f"characters with {UNKNOWN} and {START}); {fix}.")
+        raise PicoGPTError(_("{path} is not a character vocabulary (a JSON list of distinct "
+                             "characters with {unknown} and {start}); {fix}.").format(
+                                 path=path, unknown=UNKNOWN, start=START, fix=fix))
+
     return Chars(tokens)
 
 
@@ -183,8 +198,9 @@ def read_wordpiece(folder: Path, fix: str) -> WordPiece:
     try:  # universal newlines, as transformers' load_vocab reads it: \r\n ends a line too
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
-        reason = e.strerror if isinstance(e, OSError) else "it is not UTF-8 text"
-        raise PicoGPTError(f"cannot read {path} ({reason}); {fix}.") from None
+        reason = e.strerror if isinstance(e, OSError) else _("it is not UTF-8 text")
+        raise PicoGPTError(_("cannot read {file} ({reason}); {fix}.").format(
+            file=path, reason=reason, fix=fix)) from None
     tokens = text.split("\n")
     if tokens[-1] == "":  # the newline that ends the last line starts no token
         tokens.pop()
@@ -192,12 +208,14 @@ def read_wordpiece(folder: Path, fix: str) -> WordPiece:
     for name in WORDPIECE_FILES[1:]:
         settings.update(wordpiece_settings(folder / name, fix))
     if settings.pop("do_basic_tokenize", True) is not True:
-        raise PicoGPTError(f"{folder / WORDPIECE_FILES[1]} turns off BERT's basic tokenization "
-                           f"(do_basic_tokenize), which picogpt's WordPiece always runs; {fix}.")
+        raise PicoGPTError(_("{file} turns off BERT's basic tokenization (do_basic_tokenize), "
+                             "which picogpt's WordPiece always runs; {fix}.").format(
+                                 file=folder / WORDPIECE_FILES[1], fix=fix))
     try:
         return WordPiece(tokens, **settings)
     except PicoGPTError as e:
-        raise PicoGPTError(f"{path}: {e}; {fix}.") from None
+        raise PicoGPTError(_("{file}: {error}; {fix}.").format(file=path, error=e, fix=fix)
+                           ) from None
 
 
 def wordpiece_settings(path: Path, fix: str) -> dict:
@@ -207,16 +225,19 @@ def wordpiece_settings(path: Path, fix: str) -> dict:
         return {}
     config = read_json(path)
     if not isinstance(config, dict):
-        raise PicoGPTError(f"{path} is not a JSON object of tokenizer settings; {fix}.")
+        raise PicoGPTError(_("{file} is not a JSON object of tokenizer settings; {fix}.").format(
+            file=path, fix=fix))
     settings = {}
-    for name, (kinds, wanted) in SETTINGS.items():
+    for name, (kinds, kind) in SETTINGS.items():
         value = config.get(name)
         if isinstance(value, dict) and name.endswith("_token"):
             value = value.get("content")
         if name in config and not isinstance(value, kinds) or (
                 isinstance(value, list) and not all(isinstance(word, str) for word in value)):
-            raise PicoGPTError(f"{path} sets {name} to {value!r}, where picogpt needs "
-                               f"{wanted}; {fix}.")
+            raise PicoGPTError(_("{file} sets {name} to {value}, where picogpt needs {wanted}; "
+                                 "{fix}.").format(file=path, name=name, value=repr(value),
+                                                  wanted=wanted(kind), fix=fix))
+
         if name in config and value is not None:
             settings[name] = value
     return settings

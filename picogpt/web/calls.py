@@ -21,7 +21,7 @@ computing:
 
 import traceback
 
-from ..errors import PicoGPTError
+from ..errors import PicoGPTError, _
 from . import gate
 from .gate import settings
 from .session import Session
@@ -66,7 +66,7 @@ class Calls:
                 self.answer(204)
                 return
             if kind != "state" and self.changed_elsewhere(body.get("version"), key[0]):
-                self.answer(409, {"changed": True, "error": "another page changed the text"})
+                self.answer(409, {"changed": True, "error": _("another page changed the text")})
                 return
             ids = session.ids
             try:
@@ -101,7 +101,7 @@ class Calls:
                 self.answer(204)
                 return
             if self.changed_elsewhere(body.get("version"), page):
-                self.answer(409, {"changed": True, "error": "another page changed the text"})
+                self.answer(409, {"changed": True, "error": _("another page changed the text")})
                 return
             ids = session.ids
 
@@ -123,7 +123,8 @@ class Calls:
                 return
         self.answer(200, value)
 
-    def compute(self, session: Session, kind: str, body: dict,
+    def compute(
+self, session: Session, kind: str, body: dict,
                 prompt_ids: list[int] | None) -> dict:
         """The JSON answer of one call that is neither a stream nor the inside views (the
         text's ids come tokenized)."""
@@ -146,4 +147,6 @@ class Calls:
 def bug(error: Exception) -> str:
     """What the page says of a bug; its traceback goes to the terminal."""
     traceback.print_exc()
-    return f"picogpt hit a bug ({error!r}); the terminal has the details."
+    return _("picogpt hit a bug ({error}); the terminal has the details.").format(
+        error=repr(error))
+

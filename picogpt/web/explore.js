@@ -3,32 +3,6 @@
 // The server's session holds the one text: the page shows it, sends the version it last saw
 // with every call, and shows the session's text again (and says so) when another tab changed it.
 "use strict";
-Object.assign(Views.TEXT.en, {
-  mode_sample: "sample", mode_greedy: "greedy",
-  note_sample: "sampling: each token is drawn at random from the blue bars (after the filters); the seed makes a draw repeatable.",
-  note_greedy: "greedy: temperature, top-k, top-p and seed have no effect; the most likely token (▶) is always taken.",
-  all: "all", stop: "stop", inside_busy: "computing the inside views …",
-  changed: "Another tab changed the text: this tab now shows the text as it is.",
-  lost: "The picogpt server is not answering (stopped?): start picogpt --explore again and open the address it prints.",
-  pending: b => `not in the box: the bytes ${b}, part of a character the next pieces may finish (back one step takes them away)`,
-  stray: b => `not in the box: the bytes ${b}, which begin no character (typing in the box drops them; the text after them is kept)`,
-  dropped: b => `Typing set the text from the box: the bytes ${b}, which the box cannot hold, were dropped.`,
-  replaced: "The box held typing the model did not take (see above): it now shows the model's text again, with the step.",
-  retokenized: n => `Typing tokenized the text again: ${n === 1 ? "1 token" : `${n} tokens`} before the edit became other tokens (the strip shows the new ones).`,
-});
-Object.assign(Views.TEXT.zh, {
-  mode_sample: "采样", mode_greedy: "贪心",
-  note_sample: "采样：每个词元按蓝色条（过滤后）的概率随机抽取；随机种子让抽取可以重复。",
-  note_greedy: "贪心：温度、top-k、top-p 和随机种子都不起作用，总是取最可能的词元（▶）。",
-  all: "全部", stop: "停止", inside_busy: "正在计算内部视图……",
-  changed: "另一个标签页修改了文本：本页现在显示的是当前的文本。",
-  lost: "picogpt 服务器没有响应（已经停止？）：请重新运行 picogpt --explore，并打开它打印的地址。",
-  pending: b => `未放进文本框：字节 ${b} 是某个字符的一部分，后面的片段可能把它补全（“退回一步”可以去掉它们）`,
-  stray: b => `未放进文本框：字节 ${b} 不是任何字符的开头（在文本框中输入会丢弃它们，它们之后的文本保留）`,
-  dropped: b => `输入让文本按文本框重新设置：文本框放不下的字节 ${b} 已被丢弃。`,
-  replaced: "文本框里有模型没有接受的输入（见上）：现在文本框重新显示模型的文本，连同这一步。",
-  retokenized: n => `输入后文本被重新切分为词元：编辑位置之前有 ${n} 个词元变成了别的词元（词元序列显示的是新的）。`,
-});
 const t = Views.t, $ = id => document.getElementById(id);
 const TOKEN = new URLSearchParams(location.search).get("token");
 const PAGE = Math.random().toString(36).slice(2);  // this tab's name: each tab counts its own
@@ -121,21 +95,22 @@ function showState(value) {
     const same = ids(state) === ids(value);
     state = value;
     Views.tokens($("tokens"), state.tokens, state.characters, state.tokens.length, null);
-    $("count").textContent = t("count")(state.n_tokens, state.n_ctx);
+    $("count").textContent = t(state.n_tokens === 1 ? "count_one" : "count", {n: state.n_tokens, ctx: state.n_ctx});
     showPending();
     if (!same) refreshInside();
   }
   if (value.next) { next = value.next; showNext(); }
 }
 function showPending() {
-  $("pending").textContent = [state.pending ? t("pending")(state.pending) : "",
-                              state.stray ? t("stray")(state.stray) : ""].filter(Boolean).join("\n");
+  $("pending").textContent = [state.pending ? t("pending", {bytes: state.pending}) : "",
+                              state.stray ? t("stray", {bytes: state.stray}) : ""].filter(Boolean).join("\n");
+
 }
 function showNext() {
   if (!next) return;
   const token = sampling() ? null : {id: next.greedy};  // greedy: the token it takes, marked
   Views.candidates($("cands"), {candidates: next.candidates, token}, append);
-  $("entropy").textContent = t("entropy")(next.entropy.toFixed(3));
+  $("entropy").textContent = t("entropy", {e: next.entropy.toFixed(3)});
   enable();
 }
 let insideTimer = null, insideWanted = 0;
@@ -172,8 +147,8 @@ async function setText() {
   const dropped = unheld();
   const value = await api("text", {prompt: $("prompt").value, ...settings()});
   if (value) {
-    say("notice", [dropped ? t("dropped")(dropped) : "",
-                   value.retokenized ? t("retokenized")(value.retokenized) : ""].filter(Boolean).join(" "));
+    say("notice", [dropped ? t("dropped", {bytes: dropped}) : "",
+                   value.retokenized ? t(value.retokenized === 1 ? "retokenized_one" : "retokenized", {n: value.retokenized}) : ""].filter(Boolean).join(" "));
   }
   showState(value);
 }
@@ -268,11 +243,11 @@ window.addEventListener("focus", look);
 function showLanguage(which) {
   Views.lang = which;
   Views.words();
-  document.title = "picogpt: " + t("explore_title")(MODEL);
-  $("title").textContent = t("explore_title")(MODEL);
+  document.title = "picogpt: " + t("explore_title", {model: Views.modelName(MODEL)});
+  $("title").textContent = t("explore_title", {model: Views.modelName(MODEL)});
   showKnobs();
   if (state) {
-    $("count").textContent = t("count")(state.n_tokens, state.n_ctx);
+    $("count").textContent = t(state.n_tokens === 1 ? "count_one" : "count", {n: state.n_tokens, ctx: state.n_ctx});
     showPending();
   }
   showNext();

@@ -17,13 +17,14 @@ from pathlib import Path
 import numpy as np
 
 from ..encoder import Encoder
-from ..errors import PicoGPTError
+from ..errors import PicoGPTError, _
 from ..files.load import RELEASED_SHAPES
 from ..generate import generate_steps
 from ..sampling import Step
 from ..score import score
 from .show import piece
 from .views import candidates, views
+from .words import both_languages
 
 PLAIN = "The cat sat on the mat. It was a warm day, and the children were playing in the park."
 GUESS = 7.0  # nats a token: GPT-2 124M scores plain English near 3 to 5; a model that has
@@ -65,13 +66,17 @@ def write_page(path: str, data: dict) -> None:
 
 
 def fill(template: str, data: dict | None = None) -> str:
-    """A page template with the shared views (views.html, views.css, views.js) inlined, and
+    """A page template with the shared views (views.html, views.css, views.js) inlined, the
+    pages' words from the message catalog in both languages in place of /*WORDS*/null, and
     data (JSON) in place of /*DATA*/null."""
     files = resources.files("picogpt.web")
     page = files.joinpath(template).read_text(encoding="utf-8")
     for mark, name in (("<!--VIEWS_HTML-->", "views.html"), ("/*VIEWS_CSS*/", "views.css"),
                        ("/*VIEWS_JS*/", "views.js"), ("/*EXPLORE_JS*/", "explore.js")):
         page = page.replace(mark, files.joinpath(name).read_text(encoding="utf-8"))
+    page = page.replace("/*WORDS*/null", json.dumps(both_languages(), ensure_ascii=False)
+                        .translate(IN_SCRIPT))
+
     if data is not None:
         page = page.replace("/*DATA*/null", json.dumps(data, ensure_ascii=False).translate(
             IN_SCRIPT))
@@ -118,8 +123,10 @@ def check_path(path: str) -> None:
     """Raise PicoGPTError unless a page can be written at path: before any work starts."""
     folder = Path(path).parent
     if Path(path).is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK):
-        reason = ("is a folder" if Path(path).is_dir() else
-                  f"is in {folder}, which does not exist" if not folder.is_dir() else
-                  f"is in {folder}, which you cannot write to")
-        raise PicoGPTError(f"--explain {path} {reason}; give a file name in a folder you can "
-                           f"write to.")
+        said = (_("--explain {path} is a folder; give a file name in a folder you can write "
+                  "to.") if Path(path).is_dir() else
+                _("--explain {path} is in {folder}, which does not exist; give a file name in a "
+                  "folder you can write to.") if not folder.is_dir() else
+                _("--explain {path} is in {folder}, which you cannot write to; give a file name "
+                  "in a folder you can write to."))
+        raise PicoGPTError(said.format(path=path, folder=folder))

@@ -13,8 +13,10 @@ It is safe to leave running on a shared machine or with other sites open in the 
   secret on a command line;
 - gate.py checks each request before the session sees it: bodies over 64 KiB are refused
   unread, prompts are capped before they are tokenized (outside the lock), and every setting
-  is checked with the command line's own checks; a refusal is said in the page's language
-  and closes the connection, so a body it left unread is never read as a request;
+  is checked with the command line's own checks; a refusal closes the connection, so a body it
+  left unread is never read as a request;
+- each request is answered speaking the page's language (errors.speaking): every message,
+  the server's, the checks' and the book's, comes from the one catalog in it;
 - a silent connection is closed after `idle` seconds, 64 may wait to be accepted, and a
   client that leaves (a closed tab) is let go without a word;
 - one computation runs at a time, a superseded request is not computed, and a page that last saw
@@ -31,7 +33,7 @@ import sys
 import threading
 from urllib.parse import urlparse
 
-from ..errors import PicoGPTError, whole_number
+from ..errors import PicoGPTError, _, speaking, whole_number
 from . import gate
 from .calls import Calls, bug
 from .gate import settings
@@ -52,8 +54,9 @@ class ExploreServer(http.server.ThreadingHTTPServer):
         try:
             super().__init__(("127.0.0.1", port), Handler)
         except OSError as e:
-            raise PicoGPTError(f"cannot serve on 127.0.0.1:{port} ({e.strerror}); choose "
-                               f"another --port, or leave it unset for a free one.") from None
+            raise PicoGPTError(_("cannot serve on 127.0.0.1:{port} ({reason}); choose another "
+                                 "--port, or leave it unset for a free one.").format(
+                                     port=port, reason=e.strerror)) from None
         session.set_text(prompt)
         self.session, self.secret = session, secrets.token_urlsafe(24)
         self.host = f"127.0.0.1:{self.server_port}"
@@ -87,12 +90,8 @@ class Handler(Calls, http.server.BaseHTTPRequestHandler):
         super().setup()
 
     def refuse(self, status: int, message: str) -> None:
-        """An error answer, in the page's language."""
-        self.answer(status, {"error": self.words(message)})
-
-    def words(self, message: str) -> str:
-        """A message in the page's language (gate.words)."""
-        return gate.words(message, gate.language(self.headers.get("Accept-Language")))
+        """An error answer; message is in the page's language already (do_GET, do_POST)."""
+        self.answer(status, {"error": message})
 
     def answer(self, status: int, value: dict | None = None, body: bytes = b"",
                kind: str = "application/json") -> None:
@@ -122,22 +121,31 @@ class Handler(Calls, http.server.BaseHTTPRequestHandler):
         return True
 
     def do_GET(self) -> None:
+        with speaking(gate.language(self.headers.get("Accept-Language"))):
+            self.get()
+
+    def do_POST(self) -> None:
+        with speaking(gate.language(self.headers.get("Accept-Language"))):
+            self.post()
+
+    def get(self) -> None:
         if urlparse(self.path).path == "/favicon.ico":  # asked for by the browser on its own
             self.answer(204)
             return
         if not self.allowed():
             return
         if urlparse(self.path).path != "/":
-            self.refuse(404, "there is nothing here but the page")
+            self.refuse(404, _("there is nothing here but the page"))
             return
         self.answer(200, body=self.server.page, kind="text/html")
 
-    def do_POST(self) -> None:
+    def post(self) -> None:
         if not self.allowed():
             return
         kind = urlparse(self.path).path.removeprefix("/api/")
         if kind not in API:
-            self.refuse(404, f"no such call; the page calls {', '.join(API)}")
+            self.refuse(404, _("no such call; the page calls {calls}").format(
+                calls=", ".join(API)))
             return
         try:
             body = gate.body(self.headers.get("Content-Length"), self.rfile)
@@ -146,14 +154,15 @@ class Handler(Calls, http.server.BaseHTTPRequestHandler):
             return
         number, page = body.get("seq", 0), body.get("page", "")
         if not isinstance(number, int) or isinstance(number, bool):
-            self.refuse(400, "seq must be a whole number")
+            self.refuse(400, _("{name} must be a whole number").format(name="seq"))
             return
         if not isinstance(page, str) or len(page) > 64:
-            self.refuse(400, "page must be a short text")
+            self.refuse(400, _("page must be a short text"))
             return
         version = body.get("version")
         if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
-            self.refuse(400, "version must be a whole number")
+            self.refuse(400, _("{name} must be a whole number").format(name="version"))
+
             return
         # each open page (a tab) counts its own requests; a stop counts as its generation's
         key = (page, "generate" if kind == "stop" else kind)
@@ -200,7 +209,8 @@ class Handler(Calls, http.server.BaseHTTPRequestHandler):
 
     def failed(self, error: Exception) -> str:
         """What the page says of an error in a stream: a PicoGPTError's message, or a bug's."""
-        return self.words(str(error) if isinstance(error, PicoGPTError) else bug(error))
+        return str(error) if isinstance(error, PicoGPTError) else bug(error)
+
 
     def chunk(self, value: dict) -> None:
         data = json.dumps(value, ensure_ascii=False, allow_nan=False).encode() + b"\n"

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from ..encoder import Encoder, added_bytes
-from ..errors import PicoGPTError, whole_number
+from ..errors import PicoGPTError, _, whole_number
 from ..generate import check_context, check_settings
 from ..kvcache import KVCache, decode_step, prefill
 from ..sampling import Sampling, describe, sample_rngs
@@ -113,9 +113,10 @@ class Session:
         model whose wte has more rows than its vocabulary has tokens), before the text holds
         it."""
         if not 0 <= token < self.encoder.n_vocab:
-            raise PicoGPTError(f"the model chose token {token}, which its vocabulary of "
-                               f"{self.encoder.n_vocab} tokens does not hold; the text stops "
-                               f"before it.")
+            raise PicoGPTError(_("the model chose token {token}, which its vocabulary of {n} "
+                                 "tokens does not hold; the text stops before it.").format(
+                                     token=token, n=self.encoder.n_vocab))
+
         return piece(self.encoder, token)
 
     def step(self, token: int) -> None:
@@ -136,7 +137,7 @@ class Session:
     def back(self) -> dict:
         """Take the last token back (the first stays: there is always a next token to show)."""
         if len(self.ids) < 2:
-            raise PicoGPTError("there is no step to take back: the text is one token long.")
+            raise PicoGPTError(_("there is no step to take back: the text is one token long."))
         self.ids = self.ids[:-1]
         self.cache.rewind(len(self.ids) - 1)  # re-run the new last position for its logits
         self.logits = decode_step(self.ids[-1], self.params, self.n_head, self.cache)
@@ -150,7 +151,8 @@ class Session:
         check_settings(n_tokens, sampling, seed, None, self.n_vocab)
         check_context(len(self.ids), n_tokens, self.n_ctx)
         rng = sample_rngs(seed, 1)[0]
-        for _ in range(n_tokens):
+        for _step in range(n_tokens):
+
             if stopped():
                 return
             token = sampling.pick(self.filtered(sampling), rng)

@@ -4,119 +4,29 @@
 // Every word exists in English and Chinese; `Views.lang` is the current language.
 "use strict";
 const Views = (() => {
-  const TEXT = {
-    en: {
-      title: M => `Inside one run of ${modelName(M, "en")}`,
-      explore_title: M => `Explore ${modelName(M, "en")}`,
-      h_prompt: "Prompt",
-      n_prompt: "Type or change the text: its tokens and the next token's distribution follow as you type.",
-      count: (n, ctx) => `${n} ${n === 1 ? "token" : "tokens"} of the ${ctx} the model can read`,
-      h_next: "Next token",
-      n_next: "The most likely next tokens, as the model gives them (before, grey) and after the sampler's filters (after, blue). Move a control and the distribution changes at once: no new model call. Click a candidate to append it.",
-      temperature: "temperature", top_k: "top-k", top_p: "top-p", penalty: "repetition penalty",
-      off: "off", entropy: e => `entropy after the filters: ${e} nats`,
-      greedy: "take the greedy token", draw: "draw with seed", back: "back one step",
-      generate: "generate", n_generate: "tokens",
-      busy: "working ...",
-
-      h_tokens: "Tokens",
-      n_tokens: "Each BPE piece with its id. Grey: the prompt; blue: generated (click one to see its step). A piece that holds only part of a UTF-8 character shows its bytes in hex; the character its pieces form together is written under them, in a dashed box.",
-      n_tokens_wordpiece: "Each WordPiece token with its id: the model's own list of whole tokens (in BERT's Chinese vocabulary, one for each character); a piece inside a word is shown without its ##. Grey: the prompt; blue: generated (click one to see its step).",
-      n_tokens_chars: "Each token with its id: a character vocabulary, one character a token (a line break too); a character training saw fewer than twice is <|unknown|>. Grey: the prompt; blue: generated (click one to see its step).",
-      h_steps: "Step candidates",
-      n_steps: "The distribution each generated token was drawn from: the most likely candidates with their probability as the model gave it (before, grey) and after the sampling filters (after, blue). Each column's bars are drawn against the largest value in that column, given in its header.",
-      step: "step", candidate: "candidate", before: "before", after: "after",
-      chosen: (t, id, e) => `chosen ${t} (id ${id}), entropy ${e} nats`,
-      h_attn: "Attention",
-      n_attn: "Row: a query position; column: a key position it may look at (only earlier ones: the mask is causal). The tokens label both axes. Every row sums to 1. Hover for the exact weight.",
-      layer: "layer", head: "head", overview: "all heads of this layer (click one)",
-      scale_attn: "weight: white is 0, blue is 1; the shade follows the square root of the weight, so that small weights stay visible",
-      range: (a, b, n) => `(positions ${a} to ${b} only: the page keeps the last ${n} to stay small)`,
-      tip: (l, h, q, tq, k, tk, w) => `layer ${l} head ${h}: query ${q} ${tq} -> key ${k} ${tk}: ${w}`,
-      h_heads: "Head scores",
-      n_heads: "For each layer (row) and head (column), averaged over this text: the weight on the previous token, the weight on the first token, and, at a token seen before, the weight on the tokens that followed it then (an induction head). Click a cell to see that head's attention above.",
-      scale_heads: "score: white is 0, blue is 1",
-      score_previous: "previous token", score_first: "first token", score_induction: "induction",
-      no_repeat: "no token of this text occurs twice, so there is no induction score",
-      one_token: "the text is one token long: there is no earlier token to score",
-      head_tip: (kind, l, h, v) => `${kind}: layer ${l} head ${h}: ${v}`,
-      h_lens: "Logit lens",
-      n_lens: "What each layer would predict next if it were the last (ln_f and the unembedding applied to its residual stream): the top token and its probability. Early layers are a rough guide only; the last row is the model's own prediction. Hover for the top 3.",
-      scale_lens: "cell colour: the top token's probability, from clear (0) to blue (1)",
-      lens_layer: "layer", embed: "embed", block: "block",
-      h_wpe: "Position embeddings",
-      n_wpe: "Cosine similarity of the learned position embeddings wpe, for the first positions: row i, column j compares position i with position j.",
-      scale_wpe: "cosine similarity: black is 0 or below, white is 1",
-      settings: (S, M, n, p, g) => `${modelName(M, "en")}: ${n} tokens (${p} prompt, ${g} generated). ` +
-        (S.top_k === null && S.top_p === null ? "greedy" :
-         `sampling: temperature ${S.temperature}, top_k ${S.top_k ?? "off"}, top_p ${S.top_p ?? "off"}, seed ${S.seed ?? "none"}`) +
-        `, repetition penalty ${S.repetition_penalty}.`,
-      released: size => `GPT-2 ${size}`,
-      trained: (name, M) => `"${name}", a ${M.n_layer}-layer model trained by picogpt (not GPT-2)`,
-      hf: name => `the Hugging Face model ${name} (GPT-2's architecture)`,
-      random: M => `a ${M.n_layer}-layer model with random weights (not GPT-2)`,
-    },
-    zh: {
-      title: M => `一次运行的内部：${modelName(M, "zh")}`,
-      explore_title: M => `探索 ${modelName(M, "zh")}`,
-      h_prompt: "提示词",
-      n_prompt: "输入或修改文本：它的词元和下一个词元的分布会随着输入即时更新。",
-      count: (n, ctx) => `${n} 个词元（模型最多读 ${ctx} 个）`,
-      h_next: "下一个词元",
-      n_next: "最可能的下一个词元：灰色是模型给出的原始概率（过滤前），蓝色是经过采样过滤之后的概率（过滤后）。拖动任一控件，分布立即改变，不需要重新运行模型。点击某个候选即可把它接到文本后面。",
-      temperature: "温度", top_k: "top-k", top_p: "top-p", penalty: "重复惩罚",
-      off: "关闭", entropy: e => `过滤后的熵：${e} 奈特`,
-      greedy: "取贪心词元", draw: "按种子抽取", back: "退回一步",
-      generate: "生成", n_generate: "个词元",
-      busy: "计算中……",
-
-      h_tokens: "词元序列",
-      n_tokens: "每个 BPE 片段及其 id。灰色为提示词，蓝色为生成的词元（点击可查看那一步）。只含某个 UTF-8 字符部分字节的片段以十六进制显示字节；这几个片段合起来组成的字符写在它们下方的虚线框里。",
-      n_tokens_wordpiece: "每个 WordPiece 词元及其 id。词表是模型自己的一张整词元列表（BERT 的中文词表里一个汉字一个词元）；词内的片段显示时去掉开头的 ##。灰色为提示词，蓝色为生成的词元（点击可查看那一步）。",
-      n_tokens_chars: "每个词元及其 id。这是字符词表：一个字符一个词元（换行也是）；训练文本中出现不到两次的字符记作 <|unknown|>。灰色为提示词，蓝色为生成的词元（点击可查看那一步）。",
-      h_steps: "每一步的候选",
-      n_steps: "每个生成的词元从哪个分布中选出：概率最高的几个候选，灰色是模型给出的原始概率（过滤前），蓝色是经过采样过滤之后的概率（过滤后）。每一列的条形以该列的最大值为满格，最大值写在列标题中。",
-      step: "步骤", candidate: "候选", before: "过滤前", after: "过滤后",
-      chosen: (t, id, e) => `选中 ${t}（id ${id}），熵 ${e} 奈特`,
-      h_attn: "注意力",
-      n_attn: "行是查询位置，列是它能看到的键位置（因果掩码：只能看到之前的位置）。两条坐标轴上都标有词元。每一行之和为 1。鼠标悬停可查看精确权重。",
-      layer: "层", head: "头", overview: "本层所有注意力头（点击切换）",
-      scale_attn: "权重：白色为 0，蓝色为 1；深浅按权重的平方根变化，小权重也看得见",
-      range: (a, b, n) => `（只显示位置 ${a} 到 ${b}：为控制页面大小，只保留最后 ${n} 个位置）`,
-      tip: (l, h, q, tq, k, tk, w) => `第 ${l} 层第 ${h} 个头：查询 ${q} ${tq} -> 键 ${k} ${tk}：${w}`,
-      h_heads: "注意力头打分",
-      n_heads: "每一行是一层，每一列是一个头，数值是在这段文本上的平均：放在前一个词元上的权重、放在第一个词元上的权重，以及当前词元此前出现过时，放在它上次出现之后那个词元上的权重（归纳头）。点击一格，上方的注意力图就显示那个头。",
-      scale_heads: "分数：白色为 0，蓝色为 1",
-      score_previous: "前一个词元", score_first: "第一个词元", score_induction: "归纳",
-      no_repeat: "这段文本中没有出现两次的词元，所以没有归纳分数",
-      one_token: "文本只有一个词元：前面没有别的词元可以打分",
-      head_tip: (kind, l, h, v) => `${kind}：第 ${l} 层第 ${h} 个头：${v}`,
-      h_lens: "logit 透镜（logit lens）",
-      n_lens: "假如某一层就是最后一层，它会预测哪个词元：对该层的残差流施加 ln_f 和输出层之后，概率最高的词元及其概率。前几层只能作粗略参考；最后一行就是模型自己的预测。悬停可查看前 3 名。",
-      scale_lens: "单元格颜色：首选词元的概率，从透明（0）到蓝色（1）",
-      lens_layer: "层", embed: "嵌入", block: "块",
-      h_wpe: "位置嵌入",
-      n_wpe: "可学习的位置嵌入 wpe 在前若干个位置上两两之间的余弦相似度：第 i 行第 j 列比较位置 i 与位置 j。",
-      scale_wpe: "余弦相似度：黑色为 0 及以下，白色为 1",
-      settings: (S, M, n, p, g) => `${modelName(M, "zh")}：共 ${n} 个词元（提示词 ${p} 个，生成 ${g} 个）。` +
-        (S.top_k === null && S.top_p === null ? "贪心解码" :
-         `采样：温度 ${S.temperature}，top_k ${S.top_k ?? "未设置"}，top_p ${S.top_p ?? "未设置"}，随机种子 ${S.seed ?? "未设置"}`) +
-        `，重复惩罚 ${S.repetition_penalty}。`,
-      released: size => `GPT-2 ${size}`,
-      trained: (name, M) => `“${name}”，picogpt 训练的 ${M.n_layer} 层模型（不是 GPT-2）`,
-      hf: name => `Hugging Face 模型 ${name}（GPT-2 架构）`,
-      random: M => `随机权重的 ${M.n_layer} 层模型（不是 GPT-2）`,
-    },
-  };
+  // Every text in both languages, from picogpt's message catalog (picogpt/web/words.py):
+  // page.fill puts them here. A {field} in a text is filled in by t(key, fields).
+  const TEXT = /*WORDS*/null;
   const api = {
     lang: (navigator.language || "en").toLowerCase().startsWith("zh") ? "zh" : "en",
     TEXT,
   };
-  function t(key) { return TEXT[api.lang][key]; }
-  function modelName(M, lang) {
-    const words = TEXT[lang];
-    return M.kind === "released" ? words.released(M.name) : M.kind === "hf" ? words.hf(M.name) :
-           M.kind === "random" ? words.random(M) : words.trained(M.name, M);
+  function t(key, fields = null) {
+    const text = TEXT[api.lang][key];
+    return fields ? text.replace(/\{(\w+)\}/g, (_, name) => String(fields[name])) : text;
+  }
+  function modelName(M) {
+    return M.kind === "released" ? t("released", {size: M.name}) :
+           M.kind === "hf" ? t("hf", {name: M.name}) :
+           M.kind === "random" ? t("random", {n_layer: M.n_layer}) :
+           t("trained", {name: M.name, n_layer: M.n_layer});
+  }
+  // the line under the --explain page's title: the model, the counts and the sampler
+  function settings(S, M, n, p, g) {
+    const how = S.top_k === null && S.top_p === null ? t("mode_greedy") :
+      t("sampling_run", {temperature: S.temperature, top_k: S.top_k ?? t("off"),
+                         top_p: S.top_p ?? t("off"), seed: S.seed ?? t("unset_seed")});
+    return t("settings", {model: modelName(M), n, p, g, how, penalty: S.repetition_penalty});
   }
   function floats(b64) {
     const bin = atob(b64), bytes = new Uint8Array(bin.length);
@@ -139,12 +49,11 @@ const Views = (() => {
   }
   function quoted(tok) { return tok.bytes ? "<" + tok.bytes + ">" : "'" + tok.text + "'"; }
 
-  // Every [data-t] node's text in the current language; texts that are functions are skipped
+  // Every [data-t] node's text in the current language
   function words(root = document) {
     document.documentElement.lang = api.lang === "zh" ? "zh-CN" : "en";
     root.querySelectorAll("[data-t]").forEach(node => {
-      const text = t(node.dataset.t);
-      if (typeof text === "string") node.textContent = text;
+      node.textContent = t(node.dataset.t);
     });
     root.querySelectorAll("#lang button").forEach(b => b.classList.toggle("on", b.dataset.lang === api.lang));
   }
@@ -182,8 +91,8 @@ const Views = (() => {
     const most = {before: Math.max(...step.candidates.map(c => c.before)),
                   after: Math.max(...step.candidates.map(c => c.after))};
     grid.replaceChildren(el("b", {}, t("candidate")),
-                         el("b", {}, `${t("before")} (max ${most.before.toPrecision(3)})`), el("span"),
-                         el("b", {}, `${t("after")} (max ${most.after.toPrecision(3)})`), el("span"));
+                         el("b", {}, t("most", {label: t("before"), value: most.before.toPrecision(3)})), el("span"),
+                         el("b", {}, t("most", {label: t("after"), value: most.after.toPrecision(3)})), el("span"));
     for (const c of step.candidates) {
       const chosen = step.token && c.id === step.token.id;
       const name = el(onPick ? "button" : "span", {class: chosen ? "name chosen" : "name", "data-id": c.id},
@@ -252,7 +161,7 @@ const Views = (() => {
         overview.append(c);
       }
       document.getElementById("attn-range").textContent =
-        A.first > 0 ? t("range")(A.first, A.first + n - 1, n) : "";
+        A.first > 0 ? t("range", {a: A.first, b: A.first + n - 1, n}) : "";
       document.getElementById("attn-tip").textContent = "";
       markHead(l, h);
     }
@@ -264,9 +173,9 @@ const Views = (() => {
       const k = Math.floor(x / big.clientWidth * n), q = Math.floor(y / big.clientHeight * n);
       if (q < 0 || k < 0 || q >= n || k >= n) return;
       const l = Number(layerSelect.value), h = Number(headSelect.value);
-      document.getElementById("attn-tip").textContent = t("tip")(
-        l, h, A.first + q, quoted(toks[A.first + q]), A.first + k, quoted(toks[A.first + k]),
-        weight(l, h, q, k).toPrecision(7));
+      document.getElementById("attn-tip").textContent = t("tip", {
+        l, h, q: A.first + q, tq: quoted(toks[A.first + q]), k: A.first + k,
+        tk: quoted(toks[A.first + k]), w: weight(l, h, q, k).toPrecision(7)});
     };
     layerSelect.onchange = show;
     headSelect.onchange = show;
@@ -296,7 +205,7 @@ const Views = (() => {
         tr.append(el("th", {}, `${t("layer")} ${l}`));
         row.forEach((v, h) => {
           const td = el("td", {"data-layer": l, "data-head": h,
-                               title: t("head_tip")(t("score_" + kind), l, h, v.toFixed(4))}, v.toFixed(2));
+                               title: t("head_tip", {kind: t("score_" + kind), l, h, v: v.toFixed(4)})}, v.toFixed(2));
           td.style.background = `rgba(53, 116, 212, ${Math.max(0, Math.min(1, v)).toFixed(3)})`;
           if (v > 0.5) td.style.color = "white";
           td.tabIndex = 0;  // a cell is a button: Tab reaches it, Enter or Space picks it
@@ -339,7 +248,7 @@ const Views = (() => {
       table.append(tr);
     });
     container.replaceChildren(table);
-    if (first > 0) container.prepend(el("div", {class: "note"}, t("range")(first, toks.length - 1, toks.length - first)));
+    if (first > 0) container.prepend(el("div", {class: "note"}, t("range", {a: first, b: toks.length - 1, n: toks.length - first})));
   }
 
   // The cosine similarity of wpe's first rows, black (0 or below) to white (1)
@@ -355,6 +264,6 @@ const Views = (() => {
     canvas.style.width = 3 * W.n + "px";  // the height follows: the picture is square
   }
 
-  return Object.assign(api, {t, modelName, el, floats, shown, quoted, words, tokens, candidates,
+  return Object.assign(api, {t, modelName, settings, el, floats, shown, quoted, words, tokens, candidates,
                              attention, headScores, lens, wpe});
 })();

@@ -42,7 +42,8 @@ def views(ids: list[int], params: dict, n_head: int, encoder: Encoder,
     n_kept = min(n_seq, int((ATTENTION_BYTES / per_position) ** 0.5))
     first = n_seq - n_kept  # attention kept for positions first..n_seq-1, as queries and keys
     patterns = [f"blocks.{i}.attn.pattern" for i in range(n_layer)]
-    _, values = trace(ids, params, n_head, names={*patterns, *residual_names(n_layer)})
+    _logits, values = trace(ids, params, n_head, names={*patterns, *residual_names(n_layer)})
+
     pause()
     lens_first = first if lens_kept else 0
     streams = {name: values[name][lens_first:] for name in residual_names(n_layer)}

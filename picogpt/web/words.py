@@ -1,0 +1,139 @@
+"""Every word the pages show (the --explain page and the --explore page), from the message
+catalog: `page.fill` inlines them in both languages, and the pages' language buttons choose
+between them. A `{field}` in a text is filled in by the page's script (views.js, `Views.t`).
+"""
+
+from ..errors import LANGUAGES, _, speaking
+
+
+def page_words() -> dict[str, str]:
+    """The pages' texts, by the key the scripts and the data-t attributes use, in the
+    current language."""
+    return {
+        "h_prompt": _("Prompt"),
+        "n_prompt": _("Type or change the text: its tokens and the next token's distribution "
+                      "follow as you type."),
+        "h_next": _("Next token"),
+        "n_next": _("The most likely next tokens, as the model gives them (before, grey) and "
+                    "after the sampler's filters (after, blue). Move a control and the "
+                    "distribution changes at once: no new model call. Click a candidate to append"
+                    " it."),
+        "temperature": _("temperature"),
+        "top_k": _("top-k"),
+        "top_p": _("top-p"),
+        "penalty": _("repetition penalty"),
+        "off": _("off"),
+        "greedy": _("take the greedy token"),
+        "draw": _("draw with seed"),
+        "back": _("back one step"),
+        "generate": _("generate"),
+        "n_generate": _("tokens"),
+        "busy": _("working ..."),
+        "h_tokens": _("Tokens"),
+        "n_tokens": _("Each BPE piece with its id. Grey: the prompt; blue: generated (click one "
+                      "to see its step). A piece that holds only part of a UTF-8 character shows "
+                      "its bytes in hex; the character its pieces form together is written under "
+                      "them, in a dashed box."),
+        "n_tokens_wordpiece": _("Each WordPiece token with its id: the model's own list of whole "
+                                "tokens (in BERT's Chinese vocabulary, one for each character); "
+                                "a piece inside a word is shown without its ##. Grey: the "
+                                "prompt; blue: generated (click one to see its step)."),
+        "n_tokens_chars": _("Each token with its id: a character vocabulary, one character a "
+                                "token (a line break too); a character training saw fewer than "
+                                "twice is <|unknown|>. Grey: the prompt; blue: generated (click one"
+                                " to see its step)."),
+        "h_steps": _("Step candidates"),
+        "n_steps": _("The distribution each generated token was drawn from: the most likely "
+                     "candidates with their probability as the model gave it (before, grey) and "
+                     "after the sampling filters (after, blue). Each column's bars are drawn "
+                     "against the largest value in that column, given in its header."),
+        "step": _("step"),
+        "candidate": _("candidate"),
+        "before": _("before"),
+        "after": _("after"),
+        "h_attn": _("Attention"),
+        "n_attn": _("Row: a query position; column: a key position it may look at (only earlier "
+                    "ones: the mask is causal). The tokens label both axes. Every row sums to 1. "
+                    "Hover for the exact weight."),
+        "layer": _("layer"),
+        "head": _("head"),
+        "overview": _("all heads of this layer (click one)"),
+        "scale_attn": _("weight: white is 0, blue is 1; the shade follows the square root of the "
+                        "weight, so that small weights stay visible"),
+        "h_heads": _("Head scores"),
+        "n_heads": _("For each layer (row) and head (column), averaged over this text: the weight"
+                     " on the previous token, the weight on the first token, and, at a token seen"
+                     " before, the weight on the tokens that followed it then (an induction "
+                     "head). Click a cell to see that head's attention above."),
+        "scale_heads": _("score: white is 0, blue is 1"),
+        "score_previous": _("previous token"),
+        "score_first": _("first token"),
+        "score_induction": _("induction"),
+        "no_repeat": _("no token of this text occurs twice, so there is no induction score"),
+        "one_token": _("the text is one token long: there is no earlier token to score"),
+        "h_lens": _("Logit lens"),
+        "n_lens": _("What each layer would predict next if it were the last (ln_f and the "
+                    "unembedding applied to its residual stream): the top token and its "
+                    "probability. Early layers are a rough guide only; the last row is the "
+                    "model's own prediction. Hover for the top 3."),
+        "scale_lens": _("cell colour: the top token's probability, from clear (0) to blue (1)"),
+        "lens_layer": _("layer"),
+        "embed": _("embed"),
+        "block": _("block"),
+        "h_wpe": _("Position embeddings"),
+        "n_wpe": _("Cosine similarity of the learned position embeddings wpe, for the first "
+                   "positions: row i, column j compares position i with position j."),
+        "scale_wpe": _("cosine similarity: black is 0 or below, white is 1"),
+        "mode_sample": _("sample"),
+        "mode_greedy": _("greedy"),
+        "note_sample": _("sampling: each token is drawn at random from the blue bars (after the "
+                         "filters); the seed makes a draw repeatable."),
+        "note_greedy": _("greedy: temperature, top-k, top-p and seed have no effect; the most "
+                         "likely token (▶) is always taken."),
+        "all": _("all"),
+        "stop": _("stop"),
+        "inside_busy": _("computing the inside views …"),
+        "changed": _("Another tab changed the text: this tab now shows the text as it is."),
+        "lost": _("The picogpt server is not answering (stopped?): start picogpt --explore again "
+                  "and open the address it prints."),
+        "title": _("Inside one run of {model}"),
+        "explore_title": _("Explore {model}"),
+        "count_one": _("{n} token of the {ctx} the model can read"),
+        "count": _("{n} tokens of the {ctx} the model can read"),
+        "entropy": _("entropy after the filters: {e} nats"),
+        "most": _("{label} (max {value})"),
+        "chosen": _("chosen {token} (id {id}), entropy {e} nats"),
+        "range": _("(positions {a} to {b} only: the page keeps the last {n} to stay small)"),
+        "tip": _("layer {l} head {h}: query {q} {tq} -> key {k} {tk}: {w}"),
+        "head_tip": _("{kind}: layer {l} head {h}: {v}"),
+        "settings": _("{model}: {n} tokens ({p} prompt, {g} generated). {how}, repetition penalty"
+                      " {penalty}."),
+        "sampling_run": _("sampling: temperature {temperature}, top_k {top_k}, top_p {top_p}, "
+                          "seed {seed}"),
+        "unset_seed": _("none"),
+        "released": _("GPT-2 {size}"),
+        "trained": _("\"{name}\", a {n_layer}-layer model trained by picogpt (not GPT-2)"),
+        "hf": _("the Hugging Face model {name} (GPT-2's architecture)"),
+        "random": _("a {n_layer}-layer model with random weights (not GPT-2)"),
+        "pending": _("not in the box: the bytes {bytes}, part of a character the next pieces may "
+                     "finish (back one step takes them away)"),
+        "stray": _("not in the box: the bytes {bytes}, which begin no character (typing in the "
+                   "box drops them; the text after them is kept)"),
+        "dropped": _("Typing set the text from the box: the bytes {bytes}, which the box cannot "
+                     "hold, were dropped."),
+        "replaced": _("The box held typing the model did not take (see above): it now shows the "
+                      "model's text again, with the step."),
+        "retokenized_one": _("Typing tokenized the text again: 1 token before the edit became "
+                             "other tokens (the strip shows the new ones)."),
+        "retokenized": _("Typing tokenized the text again: {n} tokens before the edit became "
+                         "other tokens (the strip shows the new ones)."),
+    }
+
+
+def both_languages() -> dict[str, dict[str, str]]:
+    """The pages' texts in every language picogpt speaks: {"en": {...}, "zh": {...}}."""
+    words = {}
+    for lang in LANGUAGES:
+        with speaking(lang):
+            words[lang] = page_words()
+    return words
