@@ -8,7 +8,6 @@ curve.json.
 import numpy as np
 
 from .backward import cross_entropy
-from .errors import _
 from .inside import induction_score, previous_token_score, trace
 
 
@@ -55,18 +54,3 @@ def best_heads(measured: dict) -> dict[str, tuple[float, int, int]]:
         layer, head = np.unravel_index(np.argmax(scores), scores.shape)
         best[kind] = (float(scores[layer, head]), int(layer), int(head))
     return best
-
-
-def summary(measured: dict, loss: float | None) -> str:
-    """A measurement as one line of progress: the step, the last batch's loss, the held-out
-    copies' loss, the best head of each kind."""
-    kinds = {"previous": _("previous"), "induction": _("induction")}
-    heads = _(", ").join(_("{kind} {score} (layer {layer} head {head})").format(
-        kind=kinds[kind], score=f"{score:.2f}", layer=layer, head=head)
-        for kind, (score, layer, head) in best_heads(measured).items())
-    return _("step {step}: loss {loss}, held-out copies {first} -> {second} nats; best heads: "
-             "{heads}").format(step=measured["step"],
-                               loss="-" if loss is None else f"{loss:.3f}",
-                               first=f"{measured['first']:.2f}",
-                               second=f"{measured['second']:.2f}", heads=heads)
-

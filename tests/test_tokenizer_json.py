@@ -236,4 +236,4 @@ def test_a_gpt2_and_a_uer_model_saved_by_transformers_5_give_transformers_greedy
 
 
 def test_a_folder_with_no_vocabulary_names_tokenizer_json_among_the_choices(tmp_path):
-    refusal(tmp_path, "holds no vocabulary", "or tokenizer.json (either)")
+    refusal(tmp_path, "holds no vocabulary", "tokenizer.json (either) or chars.json")

@@ -143,9 +143,10 @@ def measurement_lines(measured: dict, curve: dict, baselines: dict | None) -> st
         parts.append(_("random-run probes: first copy {first:.2f}, second copy {second:.2f} "
                        "nats per token").format(first=measured["first"],
                                                 second=measured["second"]))
+        kinds = {"previous": _("previous"), "induction": _("induction")}
         parts.append(_("best heads: {heads}").format(heads=_(", ").join(
             _("{kind} {score:.2f} (layer {layer} head {head})").format(
-                kind=kind, score=score, layer=layer, head=head)
+                kind=kinds[kind], score=score, layer=layer, head=head)
             for kind, (score, layer, head) in best_heads(measured).items())))
     best = curve["best"]
     if best["step"] < measured["step"]:
