@@ -16,18 +16,17 @@ from ..files.load import MODEL_SIZES
 from ..files.loaded import load_model, vocabulary_first
 from ..generate import check_settings, generate, generate_samples, generate_steps
 from ..sampling import Sampling
-from ..score import check_score_settings, join_scores, score_windows, summary
 from ..web.page import check_path, page_data, write_page
 from .command import ending, read_prompt, reuse_freed_memory, run_command, switch
 from .explore import explore_model
+from .score import score_text
 from .terminal import (
     call_first,
     print_samples,
-    print_scores,
     print_steps,
     print_text,
-    progress,
     reading_notice,
+    say_outside,
     stream_text,
 )
 
@@ -152,62 +151,9 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
         print(_("picogpt: wrote {path}").format(path=explain), file=sys.stderr)
 
 
-def score_text(prompt: str = "", stride: int | None = None, top: int = 0, json: bool = False,
-               prompt_file: str | None = None, model_size: str = "124M",
-               models_dir: str = "models", base_url: str | None = None,
-               hf: str | None = None) -> None:
-    """picogpt TEXT --score: how likely GPT-2 finds each token of the text.
-
-    Prints each token's log-probability and rank, then the count, total negative
-    log-likelihood, perplexity per token and bits per byte. Every token is scored, the first
-    one after the model's start token (<|endoftext|> for GPT-2, [CLS] for a BERT vocabulary), as
-    the model saw the start of a document.
-
-    Args:
-        prompt: The text to score, exactly as typed.
-        stride: Tokens between the starts of two windows of a text longer than the context;
-            unset is half the model's context (512 for GPT-2).
-        top: Also print the N tokens the model expected at each position.
-        json: Print everything as one JSON object instead.
-        prompt_file: Read the text from this UTF-8 file ('-' for standard input); one
-            trailing newline is dropped.
-    """
-    if stride is not None:  # before loading; the model's context bounds it once loaded
-        whole_number("stride", stride, 1)
-    whole_number("top", top, 0)
-    text = read_prompt(prompt, prompt_file)
-    loaded = load_model(model_size, models_dir, base_url, hf)
-    encoder, hparams, params, model = loaded.encoder, loaded.hparams, loaded.params, loaded.about()
-    whole_number("top", top, 0, loaded.n_vocab)
-    check_score_settings(1, loaded.n_ctx // 2 if stride is None else stride, loaded.n_ctx)
-    say_outside(encoder, text)
-    ids = encoder.encode(text)
-    with reading_notice(model["where"]) as quiet, progress(len(ids), _("scoring")) as bar:
-        windows = []
-        for window in call_first(quiet, score_windows(ids, params, hparams["n_head"], stride,
-                                                      top, encoder.start)):
-            windows.append(window)
-            bar.update(len(window.logprobs))
-    scores = join_scores(windows)
-    print_scores(ids, scores, summary(text, scores), encoder, top, json)
-
-
 for mode_function in (generate_text, score_text, explore_model):
     mode_function.__doc__ += MODEL_ARGS
 MODES = {"generate": generate_text, "score": score_text, "explore": explore_model}
-
-
-def say_outside(encoder, text: str) -> None:
-    """One line on stderr naming the words of text the vocabulary has no token for: the model
-    reads each as its unknown token ([UNK] in BERT's vocabulary). Not an error."""
-    words = list(dict.fromkeys(encoder.outside(text)))
-    if words and encoder.unknown is not None:  # without one, encode names them in its error
-        unknown = encoder.decode([encoder.unknown])
-        said = (_("picogpt: the vocabulary has no token for {words}; the model reads it as "
-                  "{unknown}.") if len(words) == 1 else
-                _("picogpt: the vocabulary has no token for {words}; the model reads each as "
-                  "{unknown}."))
-        print(said.format(words=" ".join(words), unknown=unknown), file=sys.stderr)
 
 
 def recorded(items: Iterable, into: list) -> Iterator:

@@ -157,3 +157,15 @@ def reading_notice(where: str):
     return notice_after(2.0, _("picogpt: reading the weights in {where} (after a restart they "
                                "come from disk) ...").format(where=where))
 
+
+def say_outside(encoder, text: str) -> None:
+    """One line on stderr naming the words of text the vocabulary has no token for: the model
+    reads each as its unknown token ([UNK] in BERT's vocabulary). Not an error."""
+    words = list(dict.fromkeys(encoder.outside(text)))
+    if words and encoder.unknown is not None:  # without one, encode names them in its error
+        unknown = encoder.decode([encoder.unknown])
+        said = (_("picogpt: the vocabulary has no token for {words}; the model reads it as "
+                  "{unknown}.") if len(words) == 1 else
+                _("picogpt: the vocabulary has no token for {words}; the model reads each as "
+                  "{unknown}."))
+        print(said.format(words=" ".join(words), unknown=unknown), file=sys.stderr)
