@@ -38,9 +38,9 @@ from .training import run_training
 
 def train_poems(task: str = "poems", name: str = "shi", models_dir: str = "models",
                 text_file: str | None = None, n_layer: int = 4, n_head: int = 4,
-                n_embd: int = 128, n_ctx: int = 64, n_batch: int = 16, steps: int = 450,
+                n_embd: int = 128, n_ctx: int = 64, n_batch: int = 16, steps: int = 1200,
                 lr: float = 3e-3, warmup: int | None = None, seed: int = 0,
-                verse_share: float = 0.5, n_held_out: int = 200, curve_every: int = 150) -> dict:
+                verse_share: float = 0.5, n_held_out: int = 200, curve_every: int = 300) -> dict:
     """Train a character-level GPT-2 on classical Chinese poems: the recipe of docs/poems.md.
 
     With no text it reads Debian's fortunes-zh (apt-get install fortunes-zh), keeping the
