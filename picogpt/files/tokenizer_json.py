@@ -22,8 +22,7 @@ from ..encoder import N_MERGES, N_VOCAB, SPECIAL
 from ..errors import PicoGPTError, _
 from ..wordpiece import WordPiece
 from .store import read_json
-from .vocab import TOKENIZER_JSON, WORDPIECE_FILES, bpe_encoder
-from .vocab import wordpiece_settings as config_settings
+from .vocab import TOKENIZER_JSON, WORDPIECE_FILES, bpe_encoder, folder_settings
 
 BPE_PARTS = {"normalizer": (None,), "pre_tokenizer": ("ByteLevel",), "decoder": ("ByteLevel",)}
 WORDPIECE_PARTS = {"normalizer": ("BertNormalizer",), "pre_tokenizer": ("BertPreTokenizer",),
@@ -77,13 +76,7 @@ def wordpiece_described(folder: Path, described: dict, config: dict, fix: str):
     """A WordPiece of tokenizer.json's vocab and normalizer, with the special tokens of
     tokenizer_config.json and special_tokens_map.json, which must state its settings alike."""
     path, vocab = folder / TOKENIZER_JSON, described["vocab"]
-    given = {}
-    for name in WORDPIECE_FILES[1:]:
-        given.update(config_settings(folder / name, fix))
-    if given.pop("do_basic_tokenize", True) is not True:
-        raise PicoGPTError(_("{file} turns off BERT's basic tokenization (do_basic_tokenize), "
-                             "which picogpt's WordPiece always runs; {fix}.").format(
-                                 file=folder / WORDPIECE_FILES[1], fix=fix))
+    given = folder_settings(folder, fix)
     bert = config.get("tokenizer_class") in BERT_CLASSES
     keys = {"do_lower_case": "normalizer.lowercase", "unk_token": "model.unk_token",
             "tokenize_chinese_chars": "normalizer.handle_chinese_chars",

@@ -204,6 +204,17 @@ def read_wordpiece(folder: Path, fix: str) -> WordPiece:
     tokens = text.split("\n")
     if tokens[-1] == "":  # the newline that ends the last line starts no token
         tokens.pop()
+    settings = folder_settings(folder, fix)
+    try:
+        return WordPiece(tokens, **settings)
+    except PicoGPTError as e:
+        raise PicoGPTError(_("{file}: {error}; {fix}.").format(file=path, error=e, fix=fix)
+                           ) from None
+
+
+def folder_settings(folder: Path, fix: str) -> dict:
+    """The WordPiece settings of a folder's tokenizer_config.json and special_tokens_map.json
+    (the latter wins, as from_pretrained); refused if basic tokenization is turned off."""
     settings = {}
     for name in WORDPIECE_FILES[1:]:
         settings.update(wordpiece_settings(folder / name, fix))
@@ -211,11 +222,7 @@ def read_wordpiece(folder: Path, fix: str) -> WordPiece:
         raise PicoGPTError(_("{file} turns off BERT's basic tokenization (do_basic_tokenize), "
                              "which picogpt's WordPiece always runs; {fix}.").format(
                                  file=folder / WORDPIECE_FILES[1], fix=fix))
-    try:
-        return WordPiece(tokens, **settings)
-    except PicoGPTError as e:
-        raise PicoGPTError(_("{file}: {error}; {fix}.").format(file=path, error=e, fix=fix)
-                           ) from None
+    return settings
 
 
 def wordpiece_settings(path: Path, fix: str) -> dict:
