@@ -158,7 +158,10 @@ def test_a_real_sigint_keeps_the_model_and_its_command_finishes_the_run(uninterr
     resume = last.split("Continue from step 4 with: ")[1]
     ran = picogpt("", "--model_size", "cut", "--models_dir", str(models_dir), "--n_tokens", "4")
     assert ran.returncode == 0, ran.stderr
-    finished = subprocess.run(resume.split(), capture_output=True, text=True, timeout=300)
+    program, *words = resume.split()  # the line says `python`: run it with this interpreter
+    assert program == "python"
+    finished = subprocess.run([sys.executable, *words], capture_output=True, text=True,
+                              timeout=300)
     assert finished.returncode == 0, finished.stderr
     assert_same_model(models_dir, "cut", whole_dir, "text")
 
