@@ -9,12 +9,16 @@ from functools import cache
 
 import numpy as np
 
+from ..encoder import N_VOCAB
+from ..files.load import N_CTX, RELEASED_SHAPES
 from .hints import N_
 
 FUNCTIONS = ("gelu", "softmax", "layer_norm", "linear", "ffn", "attention", "mha",
              "transformer_block", "gpt2", "generate")
 SMALL = {"n_vocab": 60, "n_ctx": 16, "n_embd": 16, "n_head": 4, "n_layer": 2}
-GPT2_SHAPE = {"n_vocab": 50257, "n_ctx": 1024, "n_embd": 768, "n_head": 12, "n_layer": 2}
+N_LAYER, N_EMBD, N_HEAD = RELEASED_SHAPES["124M"]
+# GPT-2 124M's layer shape, two blocks deep: big enough for its slips, quick to check
+GPT2_SHAPE = {"n_vocab": N_VOCAB, "n_ctx": N_CTX, "n_embd": N_EMBD, "n_head": N_HEAD, "n_layer": 2}
 PROMPT_IDS = [36235, 39141, 18765, 1143, 326, 9061]  # "Alan Turing theorized that computers"
 NOT_WRITTEN = N_("not written yet: line {line} still raises NotImplementedError")
 

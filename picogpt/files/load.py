@@ -26,6 +26,7 @@ from .store import model_lock, read_json, read_params, source_stamps, write_para
 from .vocab import read_vocab
 
 MODEL_SIZES = ("124M", "355M", "774M", "1558M")
+N_CTX = 1024  # every released size's context
 # their shapes as OpenAI's hparams.json give them: (n_layer, n_embd, n_head)
 RELEASED_SHAPES = {"124M": (12, 768, 12), "355M": (24, 1024, 16), "774M": (36, 1280, 20),
                    "1558M": (48, 1600, 25)}
