@@ -95,12 +95,18 @@ def learning_rate(step: int, steps: int, lr: float, warmup: int) -> float:
 
 
 def batches(ids: np.ndarray, n_batch: int, n_seq: int, rng: np.random.Generator,
-            repeats: float = 0.0, n_vocab: int = N_VOCAB):
-    """Endless (inputs, targets) pairs of [n_batch, n_seq] windows at random places in ids; with
-    repeats, that share of the windows is random tokens with a run of them repeated instead."""
+            repeats: float = 0.0, n_vocab: int = N_VOCAB, starts: np.ndarray | None = None):
+    """Endless (inputs, targets) pairs of [n_batch, n_seq] windows at random places in ids, or
+    beginning at random ones of starts (indices into ids; anywhere if none leaves room for a
+    window); with repeats, that share of the windows is random tokens with a run of them
+    repeated instead."""
+    places = None if starts is None else starts[starts < len(ids) - n_seq]
     while True:
-        starts = rng.integers(0, len(ids) - n_seq, n_batch)[:, None]  # [n_batch, 1]
-        window = ids[starts + np.arange(n_seq + 1)]  # [n_batch, n_seq + 1]
+        if places is None or not len(places):
+            at = rng.integers(0, len(ids) - n_seq, n_batch)[:, None]  # [n_batch, 1]
+        else:
+            at = rng.choice(places, n_batch)[:, None]
+        window = ids[at + np.arange(n_seq + 1)]  # [n_batch, n_seq + 1]
         if repeats:
             for row in np.flatnonzero(rng.random(n_batch) < repeats):
                 window[row] = repeated_window(n_seq + 1, n_vocab, rng)

@@ -79,6 +79,43 @@ def test_held_out_verses_are_whole_poems_never_trained_on():
     assert sorted(train + held) == sorted(texts)
 
 
+def test_verse_windows_begin_where_a_line_begins(monkeypatch, tmp_path):
+    """The poems run's verse windows (the first verse_share of each batch) begin at the start
+    token or a line break, so a line's first character sits at position 1 as after a prompt's
+    start token; the other windows begin anywhere."""
+    text = tmp_path / "poems.txt"
+    text.write_text(verse_text(60), encoding="utf-8")
+    jobs = []
+
+    def caught(job):  # the run's job, kept instead of trained
+        jobs.append(job)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("picogpt.cli.poems.run_training", caught)
+    with pytest.raises(KeyboardInterrupt):
+        train_poems(name="w", models_dir=str(tmp_path), text_file=str(text), n_ctx=16,
+                    n_batch=8, verse_share=0.5, n_held_out=10)
+    chars = Chars(jobs[0]["files"]["chars.json"])
+    breaks = {chars.start, *chars.encode("\n")}
+    firsts = np.concatenate([next(jobs[0]["windows"])[0][:, 0] for _ in range(50)])
+    verse, rest = firsts.reshape(50, 8)[:, :4], firsts.reshape(50, 8)[:, 4:]
+    assert set(verse.ravel()) <= breaks
+    assert not set(rest.ravel()) <= breaks  # 200 windows from anywhere: some begin inside a line
+    assert len(set(next(jobs[0]["windows"])[0][:4, 1].tolist())) > 1  # not one line every time
+
+
+def test_line_starts_are_the_start_tokens_and_line_breaks():
+    poem = "甲乙，丙丁。\n戊己，庚辛。"
+    chars = Chars(count_chars(poem * 2))
+    ids = poems.poem_ids([poem, "丙丁，甲乙。"], chars)
+    starts = poems.line_starts(ids, chars)
+    assert [chars.tokens[i] for i in ids[starts]] == ["<|start|>", "\n", "\n", "<|start|>",
+                                                      "\n"]
+    assert starts.tolist() == [0, 7, 14, 15, 22]
+    once = Chars(count_chars("甲乙甲乙\n"))  # a line break seen once is not a token
+    assert poems.line_starts(np.array([once.start, *once.encode("甲乙丙\n")]), once).tolist() == [0]
+
+
 def test_the_held_out_loss_scores_each_token_once_as_a_loop_of_windows_does():
     hparams = {"n_vocab": 11, "n_ctx": 8, "n_embd": 16, "n_head": 2, "n_layer": 1}
     params = init_params(hparams, np.random.default_rng(1))

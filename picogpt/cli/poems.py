@@ -21,6 +21,7 @@ from ..files.poems import (
     first_halves,
     is_verse,
     line_share,
+    line_starts,
     poem_ids,
     read_fortunes,
     read_paragraphs,
@@ -63,7 +64,8 @@ def train_poems(task: str = "poems", name: str = "shi", models_dir: str = "model
         warmup: steps of the linear rise to lr (by default a tenth of --steps).
         seed: makes the initial weights and the windows, and so the run, repeatable.
         verse_share: the share of each batch's windows drawn from regular verse (five or
-            seven characters a half-line); the rest from all the poems and sayings.
+            seven characters a half-line), each beginning where a line begins, as a prompt
+            does; the rest from anywhere in all the poems and sayings.
         n_held_out: verses set aside, never trained on, to measure the loss and the form.
         curve_every: every this many steps, measure the held-out loss and write a sample;
             the model kept is the one with the lowest held-out loss. Saved as curve.json.
@@ -106,7 +108,9 @@ def run_poems(settings: dict, run: dict | None) -> dict:
     rng = np.random.default_rng(s["seed"])
     params = init_params(hparams, rng)
     n_verse = round(n_batch * s["verse_share"]) if len(verse_ids) > n_ctx + 1 else 0
-    windows = mixed(batches(verse_ids if n_verse else all_ids, max(1, n_verse), n_ctx, rng),
+    verse = verse_ids if n_verse else all_ids  # its windows begin where a line begins
+    windows = mixed(batches(verse, max(1, n_verse), n_ctx, rng,
+                            starts=line_starts(verse, encoder)),
                     batches(all_ids, n_batch - n_verse, n_ctx, rng), n_verse, n_batch)
     baselines = {"unigram": round(unigram_loss(all_ids, held_ids, encoder.n_vocab), 4),
                  "bigram": round(bigram_loss(all_ids, held_ids, encoder.n_vocab), 4)}

@@ -127,6 +127,14 @@ def poem_ids(poems: list[str], encoder) -> np.ndarray:
     return np.array(ids, dtype=np.int64)
 
 
+def line_starts(ids: np.ndarray, encoder) -> np.ndarray:
+    """Where lines begin in ids (poem_ids'): each start token and each line break, the token
+    before a line's first character. A window that begins there puts the line's first
+    character at position 1, as a prompt after the start token has it."""
+    breaks = [encoder.start] + [i for i in encoder.encode("\n") if i != encoder.unknown]
+    return np.flatnonzero(np.isin(ids, breaks))
+
+
 def kept_length(prompt: str, continuation: str) -> tuple[int, int]:
     """How many whole half-lines of continuation have the length of prompt's last one, and how
     many whole half-lines it has (a half-line ends at a punctuation mark)."""
