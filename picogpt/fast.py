@@ -57,6 +57,10 @@ def layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float = 1e-5) -
 # stay in the L3 cache from one row to the next). Measured: docs/performance.md, "Several
 # samples, their products".
 FEW_ROWS = range(2, 8)
+# Queries per block of causal attention: a long prompt's later keys are masked for its earlier
+# queries, so a block's scores stop at its last query's position; with 128, a 512-token prompt
+# computes 10/16 of the full [512, 512] scores. Measured: docs/performance.md, "Prefill".
+QUERIES = 128
 VOCAB_CHUNK = 4096  # wte rows per pass of the unembedding: 12 MiB, read by every row while cached
 
 
@@ -91,8 +95,23 @@ def unembed(x: np.ndarray, wte: np.ndarray) -> np.ndarray:
 
 
 def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """model.causal_attention with its scores masked and softmaxed in place."""
+    """model.causal_attention with its scores masked and softmaxed in place, QUERIES queries at
+    a time, each block of them against only the keys they may see."""
     # [..., n_q, d_head], [..., n_k, d_head] x2 -> [..., n_q, d_head]
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    if n_q <= QUERIES:
+        return attend_block(q, k, v)
+    out = np.empty(q.shape, q.dtype)
+    for start in range(0, n_q, QUERIES):
+        stop = min(start + QUERIES, n_q)
+        seen = n_k - n_q + stop  # the keys of the positions up to the block's last query
+        out[..., start:stop, :] = attend_block(q[..., start:stop, :], k[..., :seen, :],
+                                               v[..., :seen, :])
+    return out
+
+
+def attend_block(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Causal attention of queries at the last q.shape[-2] of k's positions."""
     scores = (q / q.shape[-1] ** 0.5) @ k.swapaxes(-1, -2)  # [..., n_q, n_k]
     scores += future_mask(q.shape[-2], k.shape[-2], q.dtype)
     return softmax_(scores) @ v

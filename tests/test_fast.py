@@ -73,6 +73,15 @@ def test_attention_and_a_block_equal_model_after_a_past_and_in_a_batch(rng, batc
     assert got.shape == x.shape and got.dtype == np.float32
 
 
+@pytest.mark.parametrize("n_q, n_k", [(300, 300), (300, 333), (fast.QUERIES + 1, 700)])
+def test_attention_in_blocks_of_queries_equals_model(rng, n_q, n_k):
+    """More queries than a block: each block of fast.QUERIES queries sees only the keys up to
+    its last query's position, and must give model's numbers, after a past too."""
+    q, k, v = (random(rng, (2, 3, n, 16), 1.0) for n in (n_q, n_k, n_k))
+    np.testing.assert_allclose(fast.causal_attention(q, k, v), model.causal_attention(q, k, v),
+                               RTOL, ATOL)
+
+
 @pytest.mark.parametrize("n_rows", range(1, 10))
 def test_products_row_by_row_and_the_sliced_unembedding_equal_one_product(rng, n_rows,
                                                                          monkeypatch):
