@@ -11,7 +11,8 @@ From them, the most each figure could reach, with the arithmetic printed beside 
 - decoding one sample reads every weight once a token: at most bandwidth / bytes of weights;
 - eight samples read the weights once a step for all eight, so at most eight times that, unless
   the step's products take longer: a whole step's products at the 124M shape are timed for 1
-  and 8 rows in each layout NumPy can hand OpenBLAS (x @ w, w.T @ x.T, row by row);
+  and 8 rows in each layout NumPy can hand OpenBLAS (x @ w, w.T @ x.T, row by row, columns
+  split over two threads);
 - prefill and a training step are products: FLOPs a token over the GEMM FLOP/s (a training step
   is three products per forward one: the forward, the gradient of the input, of the weights).
 docs/performance.md divides each measured figure by its limit.
@@ -19,6 +20,7 @@ docs/performance.md divides each measured figure by its limit.
 
 import argparse
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -50,16 +52,28 @@ def decode_products(n_rows: int, seconds: float = 3.0) -> dict[str, float]:
     """Seconds of one decode step's products at the 124M shape (12 blocks' four matrices and
     the unembedding, 495 MB of weights, far beyond the cache) for n_rows rows, in each layout
     NumPy can give OpenBLAS: x @ w; w.T @ x.T against a transposed copy of the weights kept
-    (the rows as the small N dimension); one matrix-vector product per row. Best of repeats."""
+    (the rows as the small N dimension); one matrix-vector product per row; each product's
+    columns in two halves on two threads (run with OPENBLAS_NUM_THREADS=1 to give that one
+    OpenBLAS's threads' cores). Best of repeats."""
     rng = np.random.default_rng(0)
     e, v = GPT2_124M["n_embd"], GPT2_124M["n_vocab"]
     shapes = [(e, 3 * e), (e, e), (e, 4 * e), (4 * e, e)] * GPT2_124M["n_layer"] + [(e, v)]
     weights = [rng.standard_normal(shape, dtype=np.float32) for shape in shapes]
     transposed = [np.ascontiguousarray(w.T) for w in weights]
     rows = [rng.standard_normal((n_rows, w.shape[0]), dtype=np.float32) for w in weights]
+    pool = ThreadPoolExecutor(2)
+
+    def in_halves(x, w):  # the columns' second half on another thread, the first on this one
+        out, half = np.empty((len(x), w.shape[1]), x.dtype), w.shape[1] // 2
+        other = pool.submit(np.matmul, x, w[:, half:], out=out[:, half:])
+        np.matmul(x, w[:, :half], out=out[:, :half])
+        other.result()
+
     layouts = {"x @ w": lambda: [x @ w for x, w in zip(rows, weights)],
                "w.T @ x.T": lambda: [t @ x.T for x, t in zip(rows, transposed)],
-               "row by row": lambda: [[r @ w for r in x] for x, w in zip(rows, weights)]}
+               "row by row": lambda: [[r @ w for r in x] for x, w in zip(rows, weights)],
+               "columns in halves on two threads": lambda: [in_halves(x, w) for x, w in
+                                                            zip(rows, weights)]}
     best = {}
     for name, run in layouts.items():
         run()
