@@ -97,10 +97,11 @@ def test_verse_windows_begin_where_a_line_begins(monkeypatch, tmp_path):
                     n_batch=8, verse_share=0.5, n_held_out=10)
     chars = Chars(jobs[0]["files"]["chars.json"])
     breaks = {chars.start, *chars.encode("\n")}
-    firsts = np.concatenate([next(jobs[0]["windows"])[0][:, 0] for _ in range(50)])
-    verse, rest = firsts.reshape(50, 8)[:, :4], firsts.reshape(50, 8)[:, 4:]
-    assert set(verse.ravel()) <= breaks
-    assert not set(rest.ravel()) <= breaks  # 200 windows from anywhere: some begin inside a line
+    inputs = np.concatenate([next(jobs[0]["windows"])[0] for _ in range(50)])  # [400, 16]
+    verse, rest = inputs.reshape(50, 8, 16)[:, :4], inputs.reshape(50, 8, 16)[:, 4:]
+    assert set(verse[..., 0].ravel()) <= breaks  # each begins at a break ...
+    assert not set(verse[..., 1].ravel()) & breaks  # ... that a line's first character follows
+    assert not set(rest[..., 0].ravel()) <= breaks  # 200 windows from anywhere: some inside a line
     assert len(set(next(jobs[0]["windows"])[0][:4, 1].tolist())) > 1  # not one line every time
 
 
@@ -109,9 +110,8 @@ def test_line_starts_are_the_start_tokens_and_line_breaks():
     chars = Chars(count_chars(poem * 2))
     ids = poems.poem_ids([poem, "丙丁，甲乙。"], chars)
     starts = poems.line_starts(ids, chars)
-    assert [chars.tokens[i] for i in ids[starts]] == ["<|start|>", "\n", "\n", "<|start|>",
-                                                      "\n"]
-    assert starts.tolist() == [0, 7, 14, 15, 22]
+    assert [chars.tokens[i] for i in ids[starts]] == ["<|start|>", "\n", "<|start|>"]
+    assert starts.tolist() == [0, 7, 15]  # a poem's last line break: the next start follows
     once = Chars(count_chars("甲乙甲乙\n"))  # a line break seen once is not a token
     assert poems.line_starts(np.array([once.start, *once.encode("甲乙丙\n")]), once).tolist() == [0]
 

@@ -128,11 +128,14 @@ def poem_ids(poems: list[str], encoder) -> np.ndarray:
 
 
 def line_starts(ids: np.ndarray, encoder) -> np.ndarray:
-    """Where lines begin in ids (poem_ids'): each start token and each line break, the token
-    before a line's first character. A window that begins there puts the line's first
-    character at position 1, as a prompt after the start token has it."""
-    breaks = [encoder.start] + [i for i in encoder.encode("\n") if i != encoder.unknown]
-    return np.flatnonzero(np.isin(ids, breaks))
+    """Where lines begin in ids (poem_ids'): each start token, and each line break that a line
+    follows (not a poem's last, which the next start token follows). A window that begins there
+    puts a line's first character at position 1, as a prompt after the start token has it."""
+    newline = [i for i in encoder.encode("\n") if i != encoder.unknown]
+    before_line = np.isin(ids, newline)
+    before_line[:-1] &= ids[1:] != encoder.start
+    before_line[-1:] = False  # the text's last token: no line follows it
+    return np.flatnonzero((ids == encoder.start) | before_line)
 
 
 def kept_length(prompt: str, continuation: str) -> tuple[int, int]:
