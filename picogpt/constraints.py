@@ -120,6 +120,12 @@ class Verse:
         """Whether the generated ids complete the poem: every acrostic line written."""
         return bool(self.acrostic) and self.position(ids)[0] == len(self.acrostic)
 
+    def follows(self, ids: Sequence[int]) -> bool:
+        """Whether ids keep the form from their first token: each one allowed after those
+        before it, and none after the poem is done."""
+        return all(not self.done(ids[:i]) and self.allowed(ids[:i])[token]
+                   for i, token in enumerate(ids))
+
     def n_tokens(self) -> int | None:
         """How many tokens the whole poem takes, when its length is fixed (acrostic and line)."""
         if not self.acrostic or self.line is None:
@@ -150,6 +156,14 @@ def verse(encoder, acrostic: str | None = None, line: int | None = None,
             "choose characters the model knows."
         ).format(acrostic=acrostic, chars=" ".join(outside)))
     return Verse(letters, acrostic or "", line)
+
+
+def byte_level_refusal() -> PicoGPTError:
+    """What --acrostic and --line say to a model with GPT-2's byte-level vocabulary."""
+    return PicoGPTError(_(
+        "--acrostic and --line need a vocabulary with one token per Chinese character; "
+        "GPT-2's byte-level BPE cuts most into two or three. Run a Chinese model: --hf "
+        "uer/gpt2-chinese-poem, or one python -m picogpt.train trained on characters."))
 
 
 def check_verse(acrostic: str | None, line: int | None) -> None:

@@ -4,6 +4,7 @@ and its refusals as a hostile page or a careless request would meet them."""
 import hashlib
 import http.client
 import json
+import re
 import signal
 import subprocess
 import threading
@@ -22,6 +23,7 @@ from picogpt.web.server import ExploreServer
 from picogpt.web.session import Session
 
 PROMPT = "Alan Turing theorized that"
+HAN = "[\u4e00-\u9fff]"  # one Chinese character
 
 
 @pytest.fixture
@@ -464,3 +466,56 @@ def test_gpt2s_start_token_is_not_in_the_box_and_typing_keeps_it(served):
     state = session.set_typed(session.prompt_ids("Hello"))
     assert session.ids == [encoder.start, *encoder.encode("Hello")] and state["text"] == "Hello"
     assert session.set_typed(session.prompt_ids(""))["text"] == "" and session.ids == [50256]
+
+
+def test_a_form_masks_the_next_tokens_and_a_generation_keeps_it(tmp_path):
+    """On a uer-like WordPiece model (random weights): with an acrostic and a line length, only
+    the tokens the form allows keep any probability after the filters, greedy takes the
+    acrostic's character, a generation writes the whole poem and stops there, and then only
+    the end token may come. A text that breaks the form, or a form the vocabulary cannot
+    write, is one line."""
+    from picogpt.errors import PicoGPTError
+
+    session = uer_session(tmp_path)
+    encoder = session.encoder
+    session.set_text("")
+    form = session.form("春夏", 5)
+    step = session.next(Sampling(top_k=8), form)
+    kept = [c["id"] for c in step["candidates"] if c["after"] > 0]
+    assert kept == [encoder.encode("春")[0]] and step["greedy"] == kept[0]
+    assert session.next(Sampling(top_k=8))["greedy"] != kept[0]  # without the form: another
+    list(session.generate(Sampling(top_k=8), 1, 40, form=form))
+    poem = "".join(encoder.decode(session.ids[1:]).split())
+    assert re.fullmatch(f"春{HAN}{{4}}，夏{HAN}{{4}}。", poem), poem
+    assert session.next(Sampling(), form)["greedy"] == encoder.end  # the poem is complete
+    session.set_text("春天来了吗，")  # five characters, then the mark: it keeps the form
+    assert session.next(Sampling(), form)["greedy"] == encoder.encode("夏")[0]
+    session.set_text("春天来了啊啊，")  # six
+    with pytest.raises(PicoGPTError, match="does not keep the form"):
+        session.next(Sampling(), form)
+    with pytest.raises(PicoGPTError, match="line='5' is not a whole number"):
+        session.form(None, "5")
+    with pytest.raises(PicoGPTError, match="no Chinese character token for A"):
+        session.form("A", None)
+
+
+def test_the_server_takes_a_form_with_each_call_and_refuses_one_gpt2_cannot_write(served,
+                                                                                  tmp_path):
+    """/api/generate with acrostic and line streams a poem of that form; /api/next says the
+    form's refusals in one line, and GPT-2's byte-level vocabulary refuses any form."""
+    server = ExploreServer(uer_session(tmp_path), 0, "")
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        body = {"n_tokens": 40, "seed": 3, "top_k": 8, "acrostic": "山水", "line": 7}
+        status, _ = request(server, path="/api/generate", body=json.dumps(body).encode())
+        assert status == 200
+        poem = "".join(server.session.encoder.decode(server.session.ids[1:]).split())
+        assert re.fullmatch(f"山{HAN}{{6}}，水{HAN}{{6}}。", poem), poem
+        status, value = request(server, body=json.dumps({"line": 5}).encode())
+        assert status == 400 and "does not keep the form" in value["error"]
+    finally:
+        server.shutdown()
+        server.server_close()
+    status, value = request(served, body=json.dumps({"line": 5}).encode())
+    assert status == 400 and "GPT-2's byte-level BPE" in value["error"], value
+    assert b'"form": false' in served.page or b'"form":false' in served.page

@@ -4,6 +4,7 @@ width, the session's text is the one truth every tab shows, and the inside views
 are computing. The server's own refusals are test_explore.py's."""
 
 import json
+import re
 import signal
 import subprocess
 import threading
@@ -579,3 +580,31 @@ def test_titles_and_labels_fit_a_phone_and_random_weights_are_not_gpt2(vocab_dir
         finally:
             server.shutdown()
             server.server_close()
+
+
+@pytest.mark.parametrize("wordpiece_served", ["uer"], indirect=True)
+def test_a_poems_form_is_a_mask_the_page_shows_and_generation_keeps(wordpiece_served, browser,
+                                                                     screen):
+    """On a uer-like model the page offers a line length and an acrostic: once chosen, only the
+    token the form allows keeps an after bar, and generate writes a poem of that form into the
+    box; the row fits a phone. GPT-2's page has no such row (its test: test_explore.py)."""
+    server, _prompt = wordpiece_served
+    page = open_page(browser, server.url, screen)
+    assert page.locator("#verse").is_visible()
+    page.fill("#prompt", "")
+    wait_strip(page, [server.session.encoder.start])
+    page.select_option("#line", "5")
+    page.locator("#acrostic").fill("春夏")
+    chun = server.session.encoder.encode("春")[0]
+    page.wait_for_function(f"""() => {{
+        const after = [...document.querySelectorAll('#cands .p.after')];
+        return window.pending === 0 && after.filter(p => Number(p.textContent) > 0).length === 1
+               && after.some(p => p.dataset.id === '{chun}' && Number(p.textContent) === 1); }}""")
+    page.fill("#n_generate", "40")
+    page.click("#generate")
+    page.wait_for_function("window.pending === 0 && "
+                           "document.getElementById('prompt').value.length > 0")
+    poem = "".join(page.input_value("#prompt").split())
+    assert re.fullmatch("春[\u4e00-\u9fff]{4}，夏[\u4e00-\u9fff]{4}。", poem), poem
+    assert not status(page) and page.errors == []
+    assert page.evaluate("document.documentElement.scrollWidth") <= screen[1]

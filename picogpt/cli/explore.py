@@ -21,7 +21,8 @@ def explore_model(prompt: str = "", port: int | None = None, no_browser: bool = 
     Edit the prompt and watch its tokens and the next token's distribution; move the
     temperature, top-k, top-p and repetition penalty and see the distribution change at once;
     take a token (the greedy one, one drawn with a seed, or any candidate), go back a step,
-    generate several; look inside: attention, head scores, logit lens, wpe. It prints the
+    generate several; ask a Chinese model for a poem's form (line length, acrostic) and see it
+    as a mask on the logits; look inside: attention, head scores, logit lens, wpe. It prints the
     page's address, with a secret every request must carry, and opens it in a browser. Ctrl-C
     stops it.
 

@@ -10,7 +10,7 @@ import inspect
 import sys
 from collections.abc import Iterable, Iterator
 
-from ..constraints import check_verse, verse
+from ..constraints import byte_level_refusal, check_verse, verse
 from ..errors import PicoGPTError, _, whole_number
 from ..files.load import MODEL_SIZES
 from ..files.loaded import load_model, vocabulary_first
@@ -101,10 +101,7 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
     if poem:
         check_verse(acrostic, line)
         if hf is None and model_size in MODEL_SIZES:  # GPT-2's vocabulary: refuse before loading
-            raise PicoGPTError(_(
-                "--acrostic and --line need a vocabulary with one token per Chinese character; "
-                "GPT-2's byte-level BPE cuts most into two or three. Run a Chinese model: --hf "
-                "uer/gpt2-chinese-poem, or one python -m picogpt.train trained on characters."))
+            raise byte_level_refusal()
         early = vocabulary_first(model_size, models_dir, hf)
         if early is not None:  # a character the vocabulary lacks is refused before the weights
             verse(early, acrostic, line)

@@ -129,6 +129,7 @@ self, session: Session, kind: str, body: dict,
         """The JSON answer of one call that is neither a stream nor the inside views (the
         text's ids come tokenized)."""
         sampling = settings(body, session.n_vocab)  # before the text changes
+        form = gate.form(body, session)
         if kind == "state":
             state = session.state()
         elif kind == "text":
@@ -136,12 +137,12 @@ self, session: Session, kind: str, body: dict,
         elif kind == "append":
             state = session.append(body.get("token"))
         elif kind == "draw":
-            state = session.draw(sampling, body.get("seed", 0))
+            state = session.draw(sampling, body.get("seed", 0), form)
         elif kind == "back":
             state = session.back()
         else:
             state = {}
-        return {**state, "next": session.next(sampling)}
+        return {**state, "next": session.next(sampling, form)}
 
 
 def bug(error: Exception) -> str:

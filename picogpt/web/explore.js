@@ -64,8 +64,10 @@ async function changedElsewhere() {  // show the session's text as it is now, an
 }
 function settings() {
   const k = Number($("top_k").value), p = Number($("top_p").value), sample = sampling();
+  const form = MODEL && MODEL.form ? {line: $("line").value ? Number($("line").value) : null,
+                                      acrostic: $("acrostic").value || null} : {};
   return {temperature: Number($("temperature").value), top_k: sample && k > 0 ? k : null,
-          top_p: sample ? p : null, repetition_penalty: Number($("penalty").value)};
+          top_p: sample ? p : null, repetition_penalty: Number($("penalty").value), ...form};
 }
 function sampling() { return $("mode-sample").checked; }
 function showKnobs() {
@@ -80,7 +82,7 @@ function showKnobs() {
 }
 function enable() {  // during a generation nothing may change the text or its settings
   for (const id of ["generate", "back", "greedy", "penalty", "n_generate", "mode-sample",
-                    "mode-greedy"]) $(id).disabled = generating;
+                    "mode-greedy", "line", "acrostic"]) $(id).disabled = generating;
   for (const id of ["temperature", "top_k", "top_p", "seed", "draw"]) {
     $(id).disabled = generating || !sampling();
   }
@@ -225,7 +227,9 @@ $("prompt").addEventListener("input", () => {
   clearTimeout(typing);
   typing = setTimeout(setText, 120);
 });
-for (const id of ["temperature", "top_k", "top_p", "penalty", "mode-sample", "mode-greedy"]) {
+$("verse").hidden = !(MODEL && MODEL.form);  // a form needs a token for each character
+for (const id of ["temperature", "top_k", "top_p", "penalty", "mode-sample", "mode-greedy",
+                  "line", "acrostic"]) {
   $(id).addEventListener("input", async () => {
     act();
     showKnobs();

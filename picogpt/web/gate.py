@@ -3,7 +3,8 @@ refusal in the page's language.
 
 It holds the checks server.py runs on a request before any computation: `allowed` (Host, Origin,
 and the secret, compared as bytes, so whatever text a request carries is refused, never raised
-on), `settings` (the sampler, checked with the command line's own checks),
+on), `settings` (the sampler, checked with the command line's own checks), `form` (a poem's form,
+as --acrostic and --line),
 `body` (one JSON object of a known, capped length, however deep or broken its bytes), `prompt`
 (a text of whole characters, capped before it is tokenized: BPE's time grows with the square of
 a word's length); `language` (the page's, from Accept-Language, which server.py speaks while it
@@ -18,6 +19,7 @@ import secrets
 from typing import BinaryIO
 from urllib.parse import parse_qs, urlparse
 
+from ..constraints import Verse
 from ..errors import _
 from ..generate import check_settings
 from ..sampling import Sampling
@@ -99,6 +101,12 @@ def settings(body: dict, n_vocab: int) -> Sampling:
                         body.get("repetition_penalty", 1.0))
     check_settings(0, sampling, None, None, n_vocab)
     return sampling
+
+
+def form(body: dict, session) -> Verse | None:
+    """The poem's form a request asks for ("acrostic", "line"), checked as --acrostic and
+    --line are, against the session's vocabulary; None when it asks for none."""
+    return session.form(body.get("acrostic"), body.get("line"))
 
 
 def language(accept: str | None) -> str:

@@ -68,7 +68,8 @@ class ExploreServer(http.server.ThreadingHTTPServer):
         self.latest: dict[tuple[str, str], int] = {}  # newest request number by page and kind
         self.writers: list[str] = []  # the page that made each version of the text after the first
         model = titled(session.model, session.params, session.encoder)
-        self.page = fill("explore.html", {**model, "prompt": prompt}).encode("utf-8")
+        self.page = fill("explore.html", {**model, "prompt": prompt,
+                                          "form": session.takes_form()}).encode("utf-8")
 
     def handle_error(self, request, client_address) -> None:
         """A client that left (a closed tab) or went silent is no bug: nothing is printed."""
@@ -180,8 +181,8 @@ class Handler(Calls, http.server.BaseHTTPRequestHandler):
         keeps the tokens made before it. A text that changed gets a new version however the
         stream ends, a client that left included."""
         n_tokens = whole_number("n_tokens", body.get("n_tokens", 10), 1)
-        sampling = settings(body, session.n_vocab)
-        tokens = session.generate(sampling, body.get("seed"), n_tokens, stale)
+        sampling, form = settings(body, session.n_vocab), gate.form(body, session)
+        tokens = session.generate(sampling, body.get("seed"), n_tokens, stale, form)
         first = next(tokens, None)  # the settings are checked before the answer starts
         self.send_response(200)
         self.send_header("Content-Type", "application/x-ndjson; charset=utf-8")
@@ -200,7 +201,8 @@ class Handler(Calls, http.server.BaseHTTPRequestHandler):
                 self.server.writers.append(page)
         version = len(self.server.writers)
         try:
-            self.chunk({**session.state(), "next": session.next(sampling), "version": version})
+            self.chunk({**session.state(), "next": session.next(sampling, form),
+                        "version": version})
         except (ConnectionError, TimeoutError):
             raise
         except Exception as e:  # (a chunk is encoded whole before any of it is written)

@@ -1,8 +1,9 @@
 """An exploring session: one text, its KV cache, and what the model says could come next.
 
 It holds what the --explore page can do to a text: set it (a prompt as typed), look at the next
-token's candidates under any sampler settings, append a token (picked, greedy or drawn with a
-seed), take the last one back, generate several, and look inside. The model runs once per new
+token's candidates under any sampler settings and a poem's form (constraints.py's mask, the
+whole text counted as the poem so far), append a token (picked, greedy or drawn with a seed),
+take the last one back, generate several, and look inside. The model runs once per new
 position: the text lives in a KV cache, an edit re-runs only the positions after the part that
 stayed the same, and a change of settings only filters logits already computed. The checks are
 the CLI's own (generate.check_settings and check_context, sampling's filters), so a setting is
@@ -14,6 +15,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
+from ..constraints import Verse, byte_level_refusal, check_verse, masked, verse
 from ..encoder import Encoder, added_bytes
 from ..errors import PicoGPTError, _, whole_number
 from ..generate import check_context, check_settings
@@ -84,16 +86,56 @@ class Session:
                 "text": text, "pending": pending.hex(" "), "stray": stray.hex(" "),
                 "n_tokens": len(self.ids), "n_ctx": self.n_ctx}
 
-    def filtered(self, sampling: Sampling) -> np.ndarray:  # -> [n_vocab]
-        """The next token's logits after the sampler's filters (the penalty sees the text)."""
+    def form(self, acrostic: str | None, line: int | None) -> Verse | None:
+        """The poem's form a request asks for (constraints.verse on this vocabulary), or None
+        when it asks for none."""
+        if acrostic in (None, "") and line is None:
+            return None
+        check_verse(acrostic or None, line)
+        if not self.takes_form():
+            raise byte_level_refusal()
+        return verse(self.encoder, acrostic or None, line, self.n_vocab)
+
+    def takes_form(self) -> bool:
+        """Whether a form can be asked of this model: its vocabulary writes a Chinese character
+        as one token (a character vocabulary, BERT's WordPiece), which GPT-2's byte-level BPE
+        does not."""
+        return not isinstance(self.encoder, Encoder)
+
+    def poem(self) -> list[int]:
+        """The text's ids after a leading start token: what a form counts as the poem."""
+        return self.ids[1:] if self.ids[:1] == [self.encoder.start] else self.ids
+
+    def allowed(self, form: Verse) -> np.ndarray:  # -> [n_vocab] bool
+        """The tokens that keep the text in form. The whole text after a leading start token
+        is the poem so far; once it is complete, only the end token may come."""
+        poem = self.poem()
+        if not form.follows(poem):
+            raise PicoGPTError(_("the text does not keep the form: with a form, the whole text "
+                                 "is the poem so far, and one of its lines breaks the line "
+                                 "length or the acrostic. Clear the box, or turn the form off."))
+        if not form.done(poem):
+            return form.allowed(poem)
+        if self.encoder.end is None:
+            raise PicoGPTError(_("the poem is complete: every line of the acrostic is written."))
+        allowed = np.zeros(self.n_vocab, bool)
+        allowed[self.encoder.end] = True
+        return allowed
+
+    def filtered(self, sampling: Sampling, form: Verse | None = None) -> np.ndarray:
+        """The next token's logits after the form's mask, if one is asked, and the sampler's
+        filters (the penalty sees the text)."""
+        # [n_vocab]: the mask first, so that top-k keeps the k best tokens the form allows
+        logits = self.logits if form is None else masked(self.logits, self.allowed(form))
         seen = np.zeros(self.logits.shape, bool)
         seen[self.ids] = True
-        return sampling.filter(self.logits, seen)
+        return sampling.filter(logits, seen)
 
-    def next(self, sampling: Sampling) -> dict:
-        """The most likely next tokens, their probabilities before and after the filters, the
-        entropy of what a draw would come from, and the token greedy decoding would take."""
-        filtered = self.filtered(sampling)
+    def next(self, sampling: Sampling, form: Verse | None = None) -> dict:
+        """The most likely next tokens, their probabilities before and after the mask and
+        filters, the entropy of what a draw would come from, and the token greedy decoding
+        would take."""
+        filtered = self.filtered(sampling, form)
         step = describe(int(np.argmax(filtered)), self.logits, filtered, N_SHOWN)
         return {"candidates": [{**piece(self.encoder, int(i)), "before": float(b),
                                 "after": float(a)}
@@ -129,10 +171,11 @@ class Session:
             raise
         self.logits, self.ids = logits, [*self.ids, token]
 
-    def draw(self, sampling: Sampling, seed: int) -> dict:
+    def draw(self, sampling: Sampling, seed: int, form: Verse | None = None) -> dict:
         """Append the token a sampler draws with this seed: generate's first with that seed."""
         check_settings(1, sampling, seed, None, self.n_vocab)
-        return self.append(sampling.pick(self.filtered(sampling), sample_rngs(seed, 1)[0]))
+        return self.append(sampling.pick(self.filtered(sampling, form),
+                                          sample_rngs(seed, 1)[0]))
 
     def back(self) -> dict:
         """Take the last token back (the first stays: there is always a next token to show)."""
@@ -144,10 +187,11 @@ class Session:
         return self.state()
 
     def generate(self, sampling: Sampling, seed: int | None, n_tokens: int,
-                 stopped: Callable[[], bool] = lambda: False) -> Iterator[dict]:
+                 stopped: Callable[[], bool] = lambda: False,
+                 form: Verse | None = None) -> Iterator[dict]:
         """Append up to n_tokens tokens as generate would pick them from this text, yielding
-        each one's piece; it ends at the vocabulary's end token (not appended), or when
-        stopped() says so."""
+        each one's piece; it ends at the vocabulary's end token (not appended), when stopped()
+        says so, or when the token completes the form's poem."""
         check_settings(n_tokens, sampling, seed, None, self.n_vocab)
         check_context(len(self.ids), n_tokens, self.n_ctx)
         rng = sample_rngs(seed, 1)[0]
@@ -155,12 +199,14 @@ class Session:
 
             if stopped():
                 return
-            token = sampling.pick(self.filtered(sampling), rng)
+            token = sampling.pick(self.filtered(sampling, form), rng)
             if token == self.encoder.end:
                 return
             shown = self.shown(token)
             self.step(token)
             yield shown
+            if form is not None and form.done(self.poem()):
+                return
 
     def inside(self, pause: Callable[[], None] = lambda: None) -> dict:
         """The text's attention, head scores, logit lens and wpe similarity, as on --explain
