@@ -90,21 +90,28 @@ class Verse:
     def position(self, ids: Sequence[int]) -> tuple[int, int, bool]:
         """Where the generated ids stand: (lines done, characters of the line being written,
         whether a line break is due)."""
-        marks = {self.alphabet.ids[COMMA], self.alphabet.ids[PERIOD]}
-        n_done, n_chars, break_due = 0, 0, False
+        place = (0, 0, False)
         for token in ids:
-            if token in marks:
-                n_done, n_chars = n_done + 1, 0
-                break_due = token == self.alphabet.ids[PERIOD] and NEWLINE in self.alphabet.ids
-            elif token == self.alphabet.ids.get(NEWLINE):
-                break_due = False
-            else:
-                n_chars += 1
-        return n_done, n_chars, break_due
+            place = self.advance(place, token)
+        return place
+
+    def advance(self, place: tuple[int, int, bool], token: int) -> tuple[int, int, bool]:
+        """The position after token, from the position before it."""
+        n_done, n_chars, break_due = place
+        ids = self.alphabet.ids
+        if token in (ids[COMMA], ids[PERIOD]):
+            return n_done + 1, 0, token == ids[PERIOD] and NEWLINE in ids
+        if token == ids.get(NEWLINE):
+            return n_done, n_chars, False
+        return n_done, n_chars + 1, break_due
 
     def allowed(self, ids: Sequence[int]) -> np.ndarray:  # generated ids -> [n_vocab] bool
         """The tokens that may come next after the generated ids."""
-        n_done, n_chars, break_due = self.position(ids)
+        return self.allowed_at(self.position(ids))
+
+    def allowed_at(self, place: tuple[int, int, bool]) -> np.ndarray:  # -> [n_vocab] bool
+        """The tokens that may come next at a position (position's)."""
+        n_done, n_chars, break_due = place
         if break_due:
             return self.alphabet.only(NEWLINE)
         if n_chars == 0 and self.acrostic:  # the hidden character opens the line
@@ -118,13 +125,23 @@ class Verse:
 
     def done(self, ids: Sequence[int]) -> bool:
         """Whether the generated ids complete the poem: every acrostic line written."""
-        return bool(self.acrostic) and self.position(ids)[0] == len(self.acrostic)
+        return self.complete(self.position(ids))
 
-    def follows(self, ids: Sequence[int]) -> bool:
-        """Whether ids keep the form from their first token: each one allowed after those
-        before it, and none after the poem is done."""
-        return all(not self.done(ids[:i]) and self.allowed(ids[:i])[token]
-                   for i, token in enumerate(ids))
+    def complete(self, place: tuple[int, int, bool]) -> bool:
+        """Whether a position is past the poem's last line."""
+        return bool(self.acrostic) and place[0] == len(self.acrostic)
+
+    def first_break(self, ids: Sequence[int]) -> int | None:
+        """The index of the first of ids that the form does not allow after those before it,
+        or None when they keep the form (what follows a complete poem is not the form's)."""
+        place = (0, 0, False)
+        for i, token in enumerate(ids):
+            if self.complete(place):
+                return None
+            if not self.allowed_at(place)[token]:
+                return i
+            place = self.advance(place, token)
+        return None
 
     def n_tokens(self) -> int | None:
         """How many tokens the whole poem takes, when its length is fixed (acrostic and line)."""

@@ -241,3 +241,27 @@ def test_every_message_of_the_constraints_has_chinese():
     assert len(messages) >= 8
     missing = [m for m in messages if catalog("zh").gettext(m) == m]
     assert not missing, missing
+
+
+@pytest.mark.parametrize("acrostic, line", [("春夏秋", 5), ("", 7), ("春夏", None)])
+def test_first_break_is_the_first_token_the_form_would_have_masked(acrostic, line):
+    """first_break walks the text once; it must name the same token as asking allowed() of
+    every prefix (a complete poem ends the check), on random texts that mostly keep the form."""
+    chars = characters()
+    form = verse(chars, acrostic or None, line)
+    rng = np.random.default_rng(5)
+    pool = [chars.ids[c] for c in "，。\n山水春夏秋冬a"]
+    for _ in range(300):
+        ids, complete = [], False
+        for _i in range(rng.integers(0, 30)):  # a kept token mostly, now and then any of pool
+            complete = complete or form.done(ids)
+            kept = pool if complete else np.flatnonzero(form.allowed(ids))
+            ids.append(int(rng.choice(kept if rng.random() < 0.9 else pool)))
+        wanted = None
+        for i in range(len(ids)):
+            if form.done(ids[:i]):  # what follows a complete poem is free
+                break
+            if not form.allowed(ids[:i])[ids[i]]:
+                wanted = i
+                break
+        assert form.first_break(ids) == wanted, (ids, wanted)

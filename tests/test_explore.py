@@ -484,19 +484,29 @@ def test_a_form_masks_the_next_tokens_and_a_generation_keeps_it(tmp_path):
     kept = [c["id"] for c in step["candidates"] if c["after"] > 0]
     assert kept == [encoder.encode("春")[0]] and step["greedy"] == kept[0]
     assert session.next(Sampling(top_k=8))["greedy"] != kept[0]  # without the form: another
+    refused = next(i for i in range(session.n_vocab) if i != kept[0])
+    with pytest.raises(PicoGPTError, match="does not keep the form here"):
+        session.append(refused, form)  # refused before the text changes
+    assert session.ids == [encoder.start]
     list(session.generate(Sampling(top_k=8), 1, 40, form=form))
     poem = "".join(encoder.decode(session.ids[1:]).split())
-    assert re.fullmatch(f"春{HAN}{{4}}，夏{HAN}{{4}}。", poem), poem
-    assert session.next(Sampling(), form)["greedy"] == encoder.end  # the poem is complete
+    assert re.fullmatch(f"春{HAN}{{4}}，夏{HAN}{{4}}。", poem), poem  # and it stopped there
+    done = session.next(Sampling(), form)  # complete: the mask lifts
+    assert done["complete"] and done["greedy"] == session.next(Sampling())["greedy"]
     session.set_text("春天来了吗，")  # five characters, then the mark: it keeps the form
     assert session.next(Sampling(), form)["greedy"] == encoder.encode("夏")[0]
-    session.set_text("春天来了啊啊，")  # six
-    with pytest.raises(PicoGPTError, match="does not keep the form"):
+    session.set_text("春天来了啊啊，")  # six: the sixth character breaks it
+    with pytest.raises(PicoGPTError, match="its token 6, '啊', breaks it"):
         session.next(Sampling(), form)
     with pytest.raises(PicoGPTError, match="line='5' is not a whole number"):
         session.form(None, "5")
     with pytest.raises(PicoGPTError, match="no Chinese character token for A"):
         session.form("A", None)
+    for acrostic, line, says in [(0, None, "acrostic=0 is not a non-empty text"),
+                                 ([], 5, "acrostic=[] is not"), (None, 10**6, "from 1 to 64"),
+                                 ("春" * 33, None, "at most 32 lines")]:
+        with pytest.raises(PicoGPTError, match=re.escape(says)):
+            session.form(acrostic, line)
 
 
 def test_the_server_takes_a_form_with_each_call_and_refuses_one_gpt2_cannot_write(served,
@@ -513,9 +523,21 @@ def test_the_server_takes_a_form_with_each_call_and_refuses_one_gpt2_cannot_writ
         assert re.fullmatch(f"山{HAN}{{6}}，水{HAN}{{6}}。", poem), poem
         status, value = request(server, body=json.dumps({"line": 5}).encode())
         assert status == 400 and "does not keep the form" in value["error"]
+        version = len(server.writers)
+        status, value = request(server, path="/api/text", body=json.dumps(  # typed: it stands
+            {"prompt": "春天来了啊啊，", "line": 5, "page": "p"}).encode())
+        assert status == 200 and "does not keep the form" in value["refused"]
+        assert value["text"] == "春天来了啊啊，" and value["version"] == version + 1
+        status, value = request(server, body=b'{"acrostic": "\\ud800", "line": 5}')
+        assert status == 400 and "half of a UTF-16 pair" in value["error"], value
     finally:
         server.shutdown()
         server.server_close()
     status, value = request(served, body=json.dumps({"line": 5}).encode())
     assert status == 400 and "GPT-2's byte-level BPE" in value["error"], value
-    assert b'"form": false' in served.page or b'"form":false' in served.page
+
+
+def test_gpt2s_page_has_no_form_row(served, browser):
+    page = open_page(browser, served)
+    assert page.locator("#verse").count() == 1 and not page.locator("#verse").is_visible()
+    assert page.errors == []

@@ -135,14 +135,19 @@ self, session: Session, kind: str, body: dict,
         elif kind == "text":
             state = session.set_typed(prompt_ids)
         elif kind == "append":
-            state = session.append(body.get("token"))
+            state = session.append(body.get("token"), form)
         elif kind == "draw":
             state = session.draw(sampling, body.get("seed", 0), form)
         elif kind == "back":
             state = session.back()
         else:
             state = {}
-        return {**state, "next": session.next(sampling, form)}
+        try:
+            return {**state, "next": session.next(sampling, form)}
+        except PicoGPTError as e:  # a text that breaks the form: the text stands, no candidates
+            if kind == "next":
+                raise
+            return {**state, "refused": str(e)}
 
 
 def bug(error: Exception) -> str:

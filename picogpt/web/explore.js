@@ -51,7 +51,7 @@ async function api(kind, body = {}) {
     if (value.changed) { await changedElsewhere(); return null; }
     if (mine !== seq[counter]) return null;  // a newer one of this kind was sent meanwhile
     if (!response.ok) { say(ACTION[kind], value.error || String(response.status)); return null; }
-    say(ACTION[kind], "");
+    say(ACTION[kind], value.refused || "");  // a text the form refuses: it stands, said why
     if (value.version !== undefined) version = value.version;
     return value;
   } finally {
@@ -65,7 +65,7 @@ async function changedElsewhere() {  // show the session's text as it is now, an
 function settings() {
   const k = Number($("top_k").value), p = Number($("top_p").value), sample = sampling();
   const form = MODEL && MODEL.form ? {line: $("line").value ? Number($("line").value) : null,
-                                      acrostic: $("acrostic").value || null} : {};
+                                      acrostic: $("acrostic").value.trim() || null} : {};
   return {temperature: Number($("temperature").value), top_k: sample && k > 0 ? k : null,
           top_p: sample ? p : null, repetition_penalty: Number($("penalty").value), ...form};
 }
@@ -228,14 +228,17 @@ $("prompt").addEventListener("input", () => {
   typing = setTimeout(setText, 120);
 });
 $("verse").hidden = !(MODEL && MODEL.form);  // a form needs a token for each character
+async function knobMoved(event) {
+  if (event.isComposing) return;  // an input method still composing: wait for its character
+  act();
+  showKnobs();
+  showState(await api("next", settings()));
+}
 for (const id of ["temperature", "top_k", "top_p", "penalty", "mode-sample", "mode-greedy",
                   "line", "acrostic"]) {
-  $(id).addEventListener("input", async () => {
-    act();
-    showKnobs();
-    showState(await api("next", settings()));
-  });
+  $(id).addEventListener("input", knobMoved);
 }
+$("acrostic").addEventListener("compositionend", knobMoved);
 $("greedy").addEventListener("click", () => next && append(next.greedy));
 $("draw").addEventListener("click", () => step("draw", {seed: Number($("seed").value)}));
 $("back").addEventListener("click", () => step("back"));

@@ -20,7 +20,7 @@ from typing import BinaryIO
 from urllib.parse import parse_qs, urlparse
 
 from ..constraints import Verse
-from ..errors import _
+from ..errors import PicoGPTError, _
 from ..generate import check_settings
 from ..sampling import Sampling
 
@@ -106,7 +106,11 @@ def settings(body: dict, n_vocab: int) -> Sampling:
 def form(body: dict, session) -> Verse | None:
     """The poem's form a request asks for ("acrostic", "line"), checked as --acrostic and
     --line are, against the session's vocabulary; None when it asks for none."""
-    return session.form(body.get("acrostic"), body.get("line"))
+    acrostic = body.get("acrostic")
+    if isinstance(acrostic, str) and re.search("[\ud800-\udfff]", acrostic):
+        raise PicoGPTError(_("the acrostic is not text: it holds half of a UTF-16 pair. Send "
+                             "the characters as typed"))
+    return session.form(acrostic, body.get("line"))
 
 
 def language(accept: str | None) -> str:

@@ -69,7 +69,7 @@ class ExploreServer(http.server.ThreadingHTTPServer):
         self.writers: list[str] = []  # the page that made each version of the text after the first
         model = titled(session.model, session.params, session.encoder)
         self.page = fill("explore.html", {**model, "prompt": prompt,
-                                          "form": session.takes_form()}).encode("utf-8")
+                                          "form": session.takes_form}).encode("utf-8")
 
     def handle_error(self, request, client_address) -> None:
         """A client that left (a closed tab) or went silent is no bug: nothing is printed."""
@@ -97,8 +97,8 @@ class Handler(Calls, http.server.BaseHTTPRequestHandler):
     def answer(self, status: int, value: dict | None = None, body: bytes = b"",
                kind: str = "application/json") -> None:
         """value as strict JSON (no NaN: JSON.parse refuses it), or body as kind."""
-        data = body if value is None else json.dumps(value, ensure_ascii=False,
-                                                     allow_nan=False).encode()
+        data = body if value is None else json.dumps(  # a lone surrogate a message quotes: "?"
+            value, ensure_ascii=False, allow_nan=False).encode("utf-8", "replace")
         self.send_response(status)
         if status >= 400:  # a refusal may leave a body unread: it must not be a next request
             self.send_header("Connection", "close")
@@ -201,8 +201,12 @@ class Handler(Calls, http.server.BaseHTTPRequestHandler):
                 self.server.writers.append(page)
         version = len(self.server.writers)
         try:
-            self.chunk({**session.state(), "next": session.next(sampling, form),
-                        "version": version})
+            state = {**session.state(), "version": version}
+            try:
+                state["next"] = session.next(sampling, form)
+            except PicoGPTError as e:  # the text stands; the page says why no candidates
+                state["error"] = str(e)
+            self.chunk(state)
         except (ConnectionError, TimeoutError):
             raise
         except Exception as e:  # (a chunk is encoded whole before any of it is written)
@@ -215,7 +219,8 @@ class Handler(Calls, http.server.BaseHTTPRequestHandler):
 
 
     def chunk(self, value: dict) -> None:
-        data = json.dumps(value, ensure_ascii=False, allow_nan=False).encode() + b"\n"
+        data = json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8", "replace")
+        data += b"\n"
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
 

@@ -12,6 +12,7 @@ refused with the same sentence here as on the command line. No I/O: server.py se
 
 import codecs
 from collections.abc import Callable, Iterator
+from functools import cached_property
 
 import numpy as np
 
@@ -88,45 +89,56 @@ class Session:
 
     def form(self, acrostic: str | None, line: int | None) -> Verse | None:
         """The poem's form a request asks for (constraints.verse on this vocabulary), or None
-        when it asks for none."""
+        when it asks for none. At most a line per two positions, lines at most the context."""
         if acrostic in (None, "") and line is None:
             return None
-        check_verse(acrostic or None, line)
-        if not self.takes_form():
+        check_verse(None if acrostic == "" else acrostic, line)
+        if line is not None:
+            whole_number("line", line, 1, self.n_ctx, hint=_("5 for 五言, 7 for 七言"))
+        if acrostic and len(acrostic) > self.n_ctx // 2:
+            raise PicoGPTError(_("the acrostic has {n} characters; this model's {n_ctx} "
+                                 "positions hold at most {cap} lines.").format(
+                                     n=len(acrostic), n_ctx=self.n_ctx, cap=self.n_ctx // 2))
+        if not self.takes_form:
             raise byte_level_refusal()
         return verse(self.encoder, acrostic or None, line, self.n_vocab)
 
+    @cached_property
     def takes_form(self) -> bool:
-        """Whether a form can be asked of this model: its vocabulary writes a Chinese character
-        as one token (a character vocabulary, BERT's WordPiece), which GPT-2's byte-level BPE
-        does not."""
-        return not isinstance(self.encoder, Encoder)
+        """Whether a form can be asked of this model: its vocabulary writes each Chinese
+        character and ，。 as one token (a character vocabulary, BERT's Chinese WordPiece),
+        which GPT-2's byte-level BPE does not. Read once."""
+        if isinstance(self.encoder, Encoder):
+            return False
+        try:
+            verse(self.encoder, None, None, self.n_vocab)
+        except PicoGPTError:
+            return False
+        return True
 
     def poem(self) -> list[int]:
         """The text's ids after a leading start token: what a form counts as the poem."""
         return self.ids[1:] if self.ids[:1] == [self.encoder.start] else self.ids
 
-    def allowed(self, form: Verse) -> np.ndarray:  # -> [n_vocab] bool
-        """The tokens that keep the text in form. The whole text after a leading start token
-        is the poem so far; once it is complete, only the end token may come."""
+    def allowed(self, form: Verse) -> np.ndarray | None:  # -> [n_vocab] bool
+        """The tokens that keep the text in form: the whole text after a leading start token
+        is the poem so far. None once the poem is complete: what follows it is free."""
         poem = self.poem()
-        if not form.follows(poem):
-            raise PicoGPTError(_("the text does not keep the form: with a form, the whole text "
-                                 "is the poem so far, and one of its lines breaks the line "
-                                 "length or the acrostic. Clear the box, or turn the form off."))
-        if not form.done(poem):
-            return form.allowed(poem)
-        if self.encoder.end is None:
-            raise PicoGPTError(_("the poem is complete: every line of the acrostic is written."))
-        allowed = np.zeros(self.n_vocab, bool)
-        allowed[self.encoder.end] = True
-        return allowed
+        broken = form.first_break(poem)
+        if broken is not None:
+            raise PicoGPTError(_("the text does not keep the form: its token {n}, {token}, "
+                                 "breaks it (with a form, the whole text is the poem so far). "
+                                 "Clear the box, or turn the form off.").format(
+                                     n=broken + 1, token=repr(self.encoder.decode(
+                                         [poem[broken]]))))
+        return None if form.done(poem) else form.allowed(poem)
 
     def filtered(self, sampling: Sampling, form: Verse | None = None) -> np.ndarray:
         """The next token's logits after the form's mask, if one is asked, and the sampler's
         filters (the penalty sees the text)."""
         # [n_vocab]: the mask first, so that top-k keeps the k best tokens the form allows
-        logits = self.logits if form is None else masked(self.logits, self.allowed(form))
+        allowed = None if form is None else self.allowed(form)
+        logits = self.logits if allowed is None else masked(self.logits, allowed)
         seen = np.zeros(self.logits.shape, bool)
         seen[self.ids] = True
         return sampling.filter(logits, seen)
@@ -136,16 +148,23 @@ class Session:
         filters, the entropy of what a draw would come from, and the token greedy decoding
         would take."""
         filtered = self.filtered(sampling, form)
+        complete = form is not None and form.done(self.poem())
         step = describe(int(np.argmax(filtered)), self.logits, filtered, N_SHOWN)
         return {"candidates": [{**piece(self.encoder, int(i)), "before": float(b),
                                 "after": float(a)}
                                for i, b, a in zip(step.ids, step.before, step.after)],
-                "entropy": step.entropy, "greedy": step.token}
+                "entropy": step.entropy, "greedy": step.token, "complete": complete}
 
-    def append(self, token: int) -> dict:
-        """Add one token to the text: one position through the model, through the cache."""
+    def append(self, token: int, form: Verse | None = None) -> dict:
+        """Add one token to the text: one position through the model, through the cache. A
+        token the form does not allow here is refused before the text changes."""
         whole_number("token", token, 0, self.n_vocab - 1)
         check_context(len(self.ids), 1, self.n_ctx)
+        allowed = None if form is None else self.allowed(form)
+        if allowed is not None and not allowed[token]:
+            raise PicoGPTError(_("{token} does not keep the form here: take a token whose after "
+                                 "bar is not empty, or turn the form off.").format(
+                                     token=repr(self.encoder.decode([token]))))
         self.shown(token)
         self.step(token)
         return self.state()
@@ -191,12 +210,13 @@ class Session:
                  form: Verse | None = None) -> Iterator[dict]:
         """Append up to n_tokens tokens as generate would pick them from this text, yielding
         each one's piece; it ends at the vocabulary's end token (not appended), when stopped()
-        says so, or when the token completes the form's poem."""
+        says so, or when a token completes the form's poem (after a complete one, the text
+        goes on free)."""
         check_settings(n_tokens, sampling, seed, None, self.n_vocab)
         check_context(len(self.ids), n_tokens, self.n_ctx)
         rng = sample_rngs(seed, 1)[0]
+        writing = form is not None and not form.done(self.poem())  # a poem that is not complete
         for _step in range(n_tokens):
-
             if stopped():
                 return
             token = sampling.pick(self.filtered(sampling, form), rng)
@@ -205,7 +225,7 @@ class Session:
             shown = self.shown(token)
             self.step(token)
             yield shown
-            if form is not None and form.done(self.poem()):
+            if writing and form.done(self.poem()):
                 return
 
     def inside(self, pause: Callable[[], None] = lambda: None) -> dict:
