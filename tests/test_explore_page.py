@@ -608,3 +608,26 @@ def test_a_poems_form_is_a_mask_the_page_shows_and_generation_keeps(wordpiece_se
     assert re.fullmatch("春[\u4e00-\u9fff]{4}，夏[\u4e00-\u9fff]{4}。", poem), poem
     assert not status(page) and page.errors == []
     assert page.evaluate("document.documentElement.scrollWidth") <= screen[1]
+
+
+@pytest.mark.parametrize("wordpiece_served", ["uer"], indirect=True)
+def test_composing_with_an_input_method_sends_nothing_until_the_character(wordpiece_served,
+                                                                          browser):
+    """Pinyin typed into the acrostic while an input method composes ("chun") is not sent (the
+    page would refuse "c h u n"); the character it commits (春) is."""
+    server, _prompt = wordpiece_served
+    page = open_page(browser, server.url, ("zh-CN", 390))
+    page.fill("#prompt", "")
+    wait_strip(page, [server.session.encoder.start])
+    sent = []
+    page.on("request", lambda request: sent.append(request.post_data or ""))
+    cdp = page.context.new_cdp_session(page)
+    page.focus("#acrostic")
+    cdp.send("Input.imeSetComposition", {"text": "chun", "selectionStart": 4, "selectionEnd": 4})
+    page.wait_for_function("document.getElementById('acrostic').value === 'chun'")
+    cdp.send("Input.insertText", {"text": "春"})
+    page.wait_for_function("window.pending === 0 && document.getElementById('acrostic').value "
+                           "=== '春'")
+    page.wait_for_function("document.querySelectorAll('#cands .p.after').length > 0")
+    assert not any("chun" in body for body in sent) and any("春" in body for body in sent), sent
+    assert not status(page) and page.errors == []

@@ -223,10 +223,13 @@ async function look() {  // back in this tab: has another one changed the text m
 }
 
 let typing = null;
-$("prompt").addEventListener("input", () => {
+function typed(event) {
+  if (event.isComposing) return;  // an input method still composing: wait for its character
   clearTimeout(typing);
   typing = setTimeout(setText, 120);
-});
+}
+$("prompt").addEventListener("input", typed);
+$("prompt").addEventListener("compositionend", typed);
 $("verse").hidden = !(MODEL && MODEL.form);  // a form needs a token for each character
 async function knobMoved(event) {
   if (event.isComposing) return;  // an input method still composing: wait for its character
