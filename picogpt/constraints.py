@@ -96,7 +96,10 @@ class Verse:
         return place
 
     def advance(self, place: tuple[int, int, bool], token: int) -> tuple[int, int, bool]:
-        """The position after token, from the position before it."""
+        """The position after token, from the position before it; a complete poem's position
+        stays where it is (what follows the poem is not counted)."""
+        if self.complete(place):
+            return place
         n_done, n_chars, break_due = place
         ids = self.alphabet.ids
         if token in (ids[COMMA], ids[PERIOD]):

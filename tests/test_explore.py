@@ -493,6 +493,9 @@ def test_a_form_masks_the_next_tokens_and_a_generation_keeps_it(tmp_path):
     assert re.fullmatch(f"春{HAN}{{4}}，夏{HAN}{{4}}。", poem), poem  # and it stopped there
     done = session.next(Sampling(), form)  # complete: the mask lifts
     assert done["complete"] and done["greedy"] == session.next(Sampling())["greedy"]
+    session.append(encoder.encode("，")[0], form)  # free after the poem, and it stays complete
+    list(session.generate(Sampling(top_k=8), 2, 5, form=form))
+    assert session.next(Sampling(), form)["complete"] and len(session.ids) >= 1 + 12 + 1
     session.set_text("春天来了吗，")  # five characters, then the mark: it keeps the form
     assert session.next(Sampling(), form)["greedy"] == encoder.encode("夏")[0]
     session.set_text("春天来了啊啊，")  # six: the sixth character breaks it
