@@ -131,7 +131,8 @@ class Session:
                                  "Clear the box, or turn the form off.").format(
                                      n=broken + 1, token=repr(self.encoder.decode(
                                          [poem[broken]]))))
-        return None if form.done(poem) else form.allowed(poem)
+        place = form.position(poem)
+        return None if form.complete(place) else form.allowed_at(place)
 
     def filtered(self, sampling: Sampling, form: Verse | None = None) -> np.ndarray:
         """The next token's logits after the form's mask, if one is asked, and the sampler's
