@@ -118,10 +118,16 @@ def attend_block(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 
 def transformer_block(x: np.ndarray, mlp: dict, attn: dict, ln_1: dict, ln_2: dict,
-                      n_head: int, attend=causal_attention) -> np.ndarray:
-    """model.transformer_block from this module's parts; x itself is left as it was."""
-    # [..., n_seq, n_embd] -> [..., n_seq, n_embd]
+                      n_head: int, attend=causal_attention, last_only: bool = False) -> np.ndarray:
+    """model.transformer_block from this module's parts; x itself is left as it was.
+
+    last_only: the output of the last position alone, for a pass whose other outputs nobody
+    reads (the last block, when only the last logits are wanted). Every position's keys and
+    values still reach `attend` (a cache stores them); only the last query attends."""
+    # [..., n_seq, n_embd] -> [..., n_seq, n_embd] ([..., 1, n_embd] with last_only)
     q, k, v = np.split(linear(layer_norm(x, **ln_1), **attn["c_attn"]), 3, axis=-1)
+    if last_only:
+        q, x = q[..., -1:, :], x[..., -1:, :]
     heads = attend(*(split_heads(a, n_head) for a in (q, k, v)))  # [..., n_head, n_seq, d_head]
     attended = linear(merge_heads(heads), **attn["c_proj"])  # [..., n_seq, n_embd]
     attended += x  # model adds x + attended: the same sum

@@ -71,6 +71,9 @@ def test_attention_and_a_block_equal_model_after_a_past_and_in_a_batch(rng, batc
     np.testing.assert_array_equal(x, before)  # the block leaves its input as it was
     np.testing.assert_allclose(got, model.transformer_block(x, **block, n_head=n_head), 1e-5, 1e-5)
     assert got.shape == x.shape and got.dtype == np.float32
+    last = fast.transformer_block(x, **block, n_head=n_head, last_only=True)
+    assert last.shape == (*batch, 1, n_embd)  # the last position's output alone, as in the full
+    np.testing.assert_allclose(last, got[..., -1:, :], 1e-5, 1e-5)
 
 
 @pytest.mark.parametrize("n_q, n_k", [(300, 300), (300, 333), (fast.QUERIES + 1, 700)])

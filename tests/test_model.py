@@ -9,7 +9,7 @@ import pytest
 import torch
 from conftest import hf_model
 
-from picogpt import attention, gelu, generate, gpt2, layer_norm, softmax
+from picogpt import attention, fast, gelu, generate, gpt2, layer_norm, softmax
 from picogpt import model as model_module
 from picogpt.files.load import load_encoder_hparams_and_params
 from picogpt.kvcache import KVCache, LayerCache, extend
@@ -268,6 +268,17 @@ def test_the_cache_holds_the_keys_and_values_of_a_full_pass(tiny):
         hf_k, hf_v = (a[0].numpy() for a in (past.layers[i].keys, past.layers[i].values))
         np.testing.assert_allclose(k, hf_k, atol=1e-5)
         np.testing.assert_allclose(v, hf_v, atol=1e-5)
+
+
+def test_a_pass_runs_the_last_blocks_mlp_on_the_last_position_alone(tiny, monkeypatch):
+    """Only the last position's logits are read, so the last block owes only that position's
+    output (the test above holds its cache to every position's keys and values)."""
+    hparams, params = load(tiny.models_dir)
+    rows, gelu_ = [], fast.gelu_
+    monkeypatch.setattr(fast, "gelu_", lambda x: rows.append(x.shape[-2]) or gelu_(x))
+    extend(np.array(prompt_ids(9, seed=8)), params, hparams["n_head"],
+           KVCache(params, hparams["n_head"], 12))
+    assert rows == [9] * (hparams["n_layer"] - 1) + [1]
 
 
 def test_prefill_then_steps_match_the_full_pass(tiny):
