@@ -113,7 +113,8 @@ def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
 def attend_block(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
     """Causal attention of queries at the last q.shape[-2] of k's positions."""
     scores = (q / q.shape[-1] ** 0.5) @ k.swapaxes(-1, -2)  # [..., n_q, n_k]
-    scores += future_mask(q.shape[-2], k.shape[-2], q.dtype)
+    if q.shape[-2] > 1:  # a decode step's one query is the last position: nothing to mask
+        scores += future_mask(q.shape[-2], k.shape[-2], q.dtype)
     return softmax_(scores) @ v
 
 
