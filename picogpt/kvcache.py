@@ -100,9 +100,9 @@ def extend(ids, params: dict, n_head: int, cache: KVCache) -> np.ndarray:
     x = embed(ids, params["wte"], params["wpe"], start=cache.n_past)  # [..., n_new, n_embd]
     last = len(params["blocks"]) - 1
     for i, (block, layer) in enumerate(zip(params["blocks"], cache.layers)):
-        # generating reads only the last position's logits, so the last block needs only that
+        # generating reads only the last position's logits, so the last block owes only that
         # position's output (every position's keys and values still go into its cache): a
-        # 512-token prompt skips nearly 1/12 of its work, and every position's [n_vocab] logits
+        # 512-token prompt skips nearly 1/12 of its work, and the other positions' logits
         x = transformer_block(x, **block, n_head=n_head, attend=layer.attend, last_only=i == last)
     return unembed(layer_norm(x[..., -1, :], **params["ln_f"]), params["wte"])
 
