@@ -102,7 +102,7 @@ def extend(ids, params: dict, n_head: int, cache: KVCache) -> np.ndarray:
     for i, (block, layer) in enumerate(zip(params["blocks"], cache.layers)):
         # generating reads only the last position's logits, so the last block owes only that
         # position's output (every position's keys and values still go into its cache): a
-        # 512-token prompt skips nearly 1/12 of its work, and the other positions' logits
+        # prompt skips nearly one block's work (1/12 at 124M), and the other positions' logits
         x = transformer_block(x, **block, n_head=n_head, attend=layer.attend, last_only=i == last)
     return unembed(layer_norm(x[..., -1, :], **params["ln_f"]), params["wte"])
 
