@@ -582,6 +582,42 @@ def test_titles_and_labels_fit_a_phone_and_random_weights_are_not_gpt2(vocab_dir
             server.server_close()
 
 
+# Fonts of every kind a machine may fall back to, named and generic, and letter spacings that
+# stand for fonts wider than any installed here: the title must fit with each of them
+FONTS = ["system-ui, sans-serif", "serif", "monospace", "'Noto Sans CJK SC'", "'DejaVu Sans'",
+         "'Liberation Sans'"]
+# JavaScript: every (font, spacing, width) at which the title is wider than its box
+OVERFLOWS = """([fonts, spacings]) => { const e = document.getElementById('title'), out = [];
+    for (const font of fonts) for (const spacing of spacings)
+        for (let width = 200; width <= 1100; width += 3) {
+            Object.assign(e.style, {fontFamily: font, letterSpacing: spacing, width: width + 'px'});
+            if (e.scrollWidth > e.clientWidth) out.push([font, spacing, width, e.scrollWidth]);
+        }
+    return out; }"""
+
+
+@pytest.mark.parametrize("locale", ["zh-CN", "en-US"])
+def test_a_long_model_name_wraps_at_any_width_in_any_font(vocab_dir, browser, locale):
+    """The title with a --hf path of 150 characters fits its box at every width from 200 to 1100
+    px, in each kind of font and in fonts wider than any here (letter spacing): the layout
+    cannot depend on which fonts a machine has (a fresh machine's CI once overflowed by 6 px)."""
+    from picogpt.files.load import read_encoder
+    from picogpt.train import init_params
+    from picogpt.web.page import explain
+
+    encoder = read_encoder(vocab_dir)
+    hparams = {"n_vocab": 50257, "n_ctx": 32, "n_embd": 8, "n_head": 2, "n_layer": 1}
+    params = init_params(hparams, np.random.default_rng(0))
+    model = {"name": LONG_PATH, "kind": "hf", "where": LONG_PATH, "n_layer": 1, "n_head": 2,
+             "n_embd": 8}
+    context = browser.new_context(locale=locale, viewport={"width": 1920, "height": 900})
+    page = context.new_page()
+    page.set_content(explain(TEXT, encoder, hparams, params, n_tokens=1, model=model).html)
+    assert LONG_PATH in page.locator("#title").inner_text()
+    assert page.evaluate(OVERFLOWS, [FONTS, ["0px", "0.1em", "0.3em"]]) == []
+    context.close()
+
+
 @pytest.mark.parametrize("wordpiece_served", ["uer"], indirect=True)
 def test_a_poems_form_is_a_mask_the_page_shows_and_generation_keeps(wordpiece_served, browser,
                                                                      screen):

@@ -253,8 +253,7 @@ window.addEventListener("focus", look);
 function showLanguage(which) {
   Views.lang = which;
   Views.words();
-  document.title = "picogpt: " + t("explore_title", {model: Views.modelName(MODEL)});
-  $("title").textContent = t("explore_title", {model: Views.modelName(MODEL)});
+  document.title = "picogpt: " + Views.title($("title"), "explore_title", MODEL);
   showKnobs();
   if (state) {
     $("count").textContent = t(state.n_tokens === 1 ? "count_one" : "count", {n: state.n_tokens, ctx: state.n_ctx});

@@ -15,11 +15,22 @@ const Views = (() => {
     const text = TEXT[api.lang][key];
     return fields ? text.replace(/\{(\w+)\}/g, (_, name) => String(fields[name])) : text;
   }
-  function modelName(M) {
-    return M.kind === "released" ? t("released", {size: M.name}) :
-           M.kind === "hf" ? t("hf", {name: M.name}) :
+  function modelName(M, mark = "") {  // mark: put around the name, to find it in the text
+    const name = mark + M.name + mark;
+    return M.kind === "released" ? t("released", {size: name}) :
+           M.kind === "hf" ? t("hf", {name}) :
            M.kind === "random" ? t("random", {n_layer: M.n_layer}) :
-           t("trained", {name: M.name, n_layer: M.n_layer});
+           t("trained", {name, n_layer: M.n_layer});
+  }
+  // A page's title, t(key) of the model, into node: the model's name (a --hf path can be 200
+  // characters) in a span that may break between any two characters, so that the title fits
+  // its box whatever the width and whichever fonts the machine has. Returns the plain text.
+  function title(node, key, M) {
+    const mark = "\u0000";
+    const parts = t(key, {model: modelName(M, mark)}).split(mark);
+    node.replaceChildren(...parts.map((part, i) =>
+      i % 2 ? el("span", {class: "name"}, part) : document.createTextNode(part)));
+    return parts.join("");
   }
   // the line under the --explain page's title: the model, the counts and the sampler
   function settings(S, M, n, p, g) {
@@ -264,6 +275,6 @@ const Views = (() => {
     canvas.style.width = 3 * W.n + "px";  // the height follows: the picture is square
   }
 
-  return Object.assign(api, {t, modelName, settings, el, floats, shown, quoted, words, tokens, candidates,
+  return Object.assign(api, {t, modelName, title, settings, el, floats, shown, quoted, words, tokens, candidates,
                              attention, headScores, lens, wpe});
 })();
