@@ -14,8 +14,12 @@ A poem is counted this way. A line (句) is its characters and one punctuation m
 ，and 。 in turn (a couplet, 联), and a line break follows each 。 when the vocabulary has one
 (a character vocabulary does; BERT's WordPiece has none). With an acrostic, line i starts with
 its i-th character, one hidden character a line as in a classical 藏头诗, and the poem ends
-after the last line, with 。 whatever its place. Only the generated tokens are counted: the
-prompt (a title, a theme) is context.
+after the last line, with 。 whatever its place.
+
+The whole text is the poem so far, the prompt included, on the command line and the explore
+page alike (`Verse.poem` says which ids count): after a leading start token, and after a title,
+which is a first line that holds no ，or 。 and ends in a line break (「春晓\n」, then the poem).
+A prompt that breaks the form is refused, and the token that breaks it named.
 """
 
 from collections.abc import Sequence
@@ -43,6 +47,7 @@ class Alphabet:
     n_vocab: int
     chinese: np.ndarray  # [n_vocab] bool: the token is one Chinese character (a CJK ideograph)
     ids: dict[str, int]  # character -> the one token that writes it (encode gives it back)
+    start: int | None = None  # the vocabulary's start token, which a text may begin with
 
     def only(self, char: str) -> np.ndarray:  # -> [n_vocab] bool
         """The mask that allows the token of char and nothing else."""
@@ -65,7 +70,7 @@ def alphabet(encoder, n_vocab: int) -> Alphabet:
         if len(char) == 1 and encoder.encode(char) == [i]:
             ids[char] = i
             chinese[i] = is_chinese(char)
-    return Alphabet(n_vocab, chinese, ids)
+    return Alphabet(n_vocab, chinese, ids, getattr(encoder, "start", None))
 
 
 @dataclass(frozen=True, eq=False)
@@ -87,11 +92,24 @@ class Verse:
         last = len(self.acrostic) - 1
         return PERIOD if n_done % 2 == 1 or n_done == last else COMMA
 
+    def poem(self, ids: Sequence[int]) -> int:
+        """Where the poem begins in a text's ids: after a leading start token, and after a
+        title (a first line with no ，or 。, ended by a line break)."""
+        begin = 1 if list(ids[:1]) == [self.alphabet.start] else 0
+        marks, newline = (self.alphabet.ids[COMMA], self.alphabet.ids[PERIOD]), \
+            self.alphabet.ids.get(NEWLINE)
+        for i in range(begin, len(ids)):
+            if ids[i] in marks:
+                break
+            if ids[i] == newline:
+                return i + 1
+        return begin
+
     def position(self, ids: Sequence[int]) -> tuple[int, int, bool]:
-        """Where the generated ids stand: (lines done, characters of the line being written,
-        whether a line break is due)."""
+        """Where a text's ids stand in the poem: (lines done, characters of the line being
+        written, whether a line break is due)."""
         place = (0, 0, False)
-        for token in ids:
+        for token in ids[self.poem(ids) :]:
             place = self.advance(place, token)
         return place
 
@@ -108,8 +126,8 @@ class Verse:
             return n_done, n_chars, False
         return n_done, n_chars + 1, break_due
 
-    def allowed(self, ids: Sequence[int]) -> np.ndarray:  # generated ids -> [n_vocab] bool
-        """The tokens that may come next after the generated ids."""
+    def allowed(self, ids: Sequence[int]) -> np.ndarray:  # a text's ids -> [n_vocab] bool
+        """The tokens that may come next after a text's ids."""
         return self.allowed_at(self.position(ids))
 
     def allowed_at(self, place: tuple[int, int, bool]) -> np.ndarray:  # -> [n_vocab] bool
@@ -127,7 +145,7 @@ class Verse:
         return self.alphabet.chinese
 
     def done(self, ids: Sequence[int]) -> bool:
-        """Whether the generated ids complete the poem: every acrostic line written."""
+        """Whether a text's ids complete the poem: every acrostic line written."""
         return self.complete(self.position(ids))
 
     def complete(self, place: tuple[int, int, bool]) -> bool:
@@ -135,24 +153,26 @@ class Verse:
         return bool(self.acrostic) and place[0] == len(self.acrostic)
 
     def first_break(self, ids: Sequence[int]) -> int | None:
-        """The index of the first of ids that the form does not allow after those before it,
-        or None when they keep the form (what follows a complete poem is not the form's)."""
-        place = (0, 0, False)
-        for i, token in enumerate(ids):
+        """The index in ids of the first token the form does not allow after those before it,
+        or None when the text keeps the form (what follows a complete poem is not the form's)."""
+        place, begin = (0, 0, False), self.poem(ids)
+        for i in range(begin, len(ids)):
             if self.complete(place):
                 return None
-            if not self.allowed_at(place)[token]:
+            if not self.allowed_at(place)[ids[i]]:
                 return i
-            place = self.advance(place, token)
+            place = self.advance(place, ids[i])
         return None
 
-    def n_tokens(self) -> int | None:
-        """How many tokens the whole poem takes, when its length is fixed (acrostic and line)."""
+    def n_tokens(self, ids: Sequence[int] = ()) -> int | None:
+        """How many tokens the rest of the poem takes after a text's ids, when its length is
+        fixed (acrostic and line)."""
         if not self.acrostic or self.line is None:
             return None
         n_lines = len(self.acrostic)
         n_breaks = sum(self.mark(i) == PERIOD for i in range(n_lines - 1))  # none after the last
-        return n_lines * (self.line + 1) + n_breaks * (NEWLINE in self.alphabet.ids)
+        whole = n_lines * (self.line + 1) + n_breaks * (NEWLINE in self.alphabet.ids)
+        return max(0, whole - (len(ids) - self.poem(ids)))
 
 
 def verse(encoder, acrostic: str | None = None, line: int | None = None,

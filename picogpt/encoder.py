@@ -13,6 +13,8 @@ and `end`; it is fed before a prompt only when the prompt is empty, as OpenAI's 
 
 import regex
 
+from .errors import PicoGPTError, _
+
 N_VOCAB, N_MERGES = 50257, 50000  # GPT-2's vocabulary: 256 bytes, 50,000 merges, <|endoftext|>
 END_OF_TEXT = N_VOCAB - 1  # id of "<|endoftext|>" in GPT-2's encoder.json, its last
 SPECIAL = "<|endoftext|>"  # a byte-level BPE's one special token, in GPT-2's and picogpt's own
@@ -113,3 +115,26 @@ class Encoder:
     def decode(self, ids: list[int]) -> str:
         """Text of the ids; bytes that do not form valid UTF-8 become U+FFFD."""
         return self.decode_bytes(ids).decode("utf-8", errors="replace")
+
+
+def model_tokens(n_vocab: int, encoder=None, needed: bool = True) -> tuple[int | None, int | None]:
+    """The start and end token of a model with n_vocab tokens (wte's rows): its encoder's, or
+    GPT-2's <|endoftext|> for a model with GPT-2's 50,257 tokens. For any other model with no
+    encoder, a PicoGPTError that asks for one when needed, else (None, None)."""
+    if encoder is not None:
+        tokens = (encoder.start, encoder.end)
+    elif n_vocab == N_VOCAB:
+        tokens = (END_OF_TEXT, END_OF_TEXT)
+    elif needed:
+        raise PicoGPTError(_("this model has {n_vocab} tokens, not GPT-2's {gpt2}, so its start "
+                             "and end tokens are its own: pass its encoder (encoder=, from "
+                             "load_model) or its start token (start_id=).").format(
+            n_vocab=n_vocab, gpt2=N_VOCAB))
+    else:
+        return None, None
+    wrong = [i for i in tokens if not 0 <= i < n_vocab]
+    if wrong:
+        raise PicoGPTError(_("the vocabulary's start or end token, id {id}, is not one of the "
+                             "model's {n_vocab} tokens; use the model's own vocabulary.").format(
+            id=wrong[0], n_vocab=n_vocab))
+    return tokens

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from .constraints import Verse, masked
-from .encoder import END_OF_TEXT, Encoder, added_bytes
+from .encoder import END_OF_TEXT, Encoder, added_bytes, model_tokens
 from .errors import PicoGPTError, _, number, text, whole_number
 from .kvcache import KVCache, decode_step, prefill
 from .sampling import Sampling, Step, describe, sample_rngs
@@ -75,7 +75,7 @@ def checked(input_ids: Sequence[int], params: dict, n_head: int, n_tokens: int, 
                              "from load_encoder_hparams_and_params."))
     if constraint is not None:
         check_constraint(constraint, n_tokens, len(params["wte"]))
-    start, end = (END_OF_TEXT, END_OF_TEXT) if encoder is None else (encoder.start, encoder.end)
+    start, end = model_tokens(len(params["wte"]), encoder, needed=not input_ids or stop_at_end)
     return decode_samples([*input_ids] or [start], params, n_head, n_tokens, sampling,
                           sample_rngs(seed, n_samples), end if stop_at_end else None,
                           stop.encode("utf-8") if stop else None, encoder, candidates,

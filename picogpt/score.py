@@ -17,9 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .encoder import END_OF_TEXT
+from .encoder import model_tokens
 from .errors import PicoGPTError, _, whole_number
 from .fast import layer_norm, transformer_block, unembed
+from .generate import check_ids
 from .kvcache import LayerCache
 from .model import embed
 from .sampling import most_likely
@@ -43,19 +44,24 @@ class Scores:
 
 
 def score(ids: Sequence[int], params: dict, n_head: int, *, stride: int | None = None,
-          start_id: int = END_OF_TEXT) -> np.ndarray:  # [n] ids -> [n] log-probabilities
+          start_id: int | None = None) -> np.ndarray:  # [n] ids -> [n] log-probabilities
     """Natural-log probability of each token given the ones before it, the first after the
-    vocabulary's start token (`encoder.start`; GPT-2's <|endoftext|> by default)."""
+    vocabulary's start token (`encoder.start`; by default GPT-2's <|endoftext|>, for a model
+    with GPT-2's 50,257 tokens)."""
     windows = score_windows(ids, params, n_head, stride, start_id=start_id)
     return np.concatenate([window.logprobs for window in windows])
 
 
 def score_windows(ids: Sequence[int], params: dict, n_head: int, stride: int | None = None,
-                  top: int = 0, start_id: int = END_OF_TEXT) -> Iterator[Scores]:
+                  top: int = 0, start_id: int | None = None) -> Iterator[Scores]:
     """Score ids window by window (see the module's docstring), yielding each window's Scores."""
-    n_ctx = len(params["wpe"])
+    n_ctx, n_vocab = len(params["wpe"]), len(params["wte"])
     stride = n_ctx // 2 if stride is None else stride
     check_score_settings(len(ids), stride, n_ctx)
+    check_ids(ids, n_vocab)
+    if start_id is None:
+        start_id = model_tokens(n_vocab, None, needed=True)[0]
+    check_ids([start_id], n_vocab)
     inputs = [start_id, *ids[:-1]]  # inputs[j] predicts ids[j]
     scored = 0  # ids[:scored] have their scores
     for start in range(0, len(ids), stride):

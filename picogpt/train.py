@@ -2,18 +2,17 @@
 
 The gradients come from fasttrain.py's `loss_and_grads` (backward.py's, in fewer passes over
 memory; tests hold the two equal); this module learns with them: GPT-2's initial weights, one
-AdamW step, the learning rate at each step, a text's paragraphs (every tenth held out whole,
-each opened by the start token), random windows of them, the loop with its progress bar, and the
-loss on held-out text. The command that reads a text and writes a model folder,
-`python -m picogpt.train`, is picogpt/cli/train.py (its checkpoints, Ctrl-C and --resume are
-cli/training.py's); running this module runs it.
+AdamW step, the learning rate at each step, random windows of a text's ids, the loop with its
+progress bar, and the loss on held-out text. What a model learns from (a text, random runs,
+poems) is a task's (picogpt/tasks/); the command that reads the data and writes a model folder,
+`python -m picogpt.train`, is picogpt/cli/train.py, which running this module runs.
 
     python -m picogpt.train book.txt --name mine --steps 600
     picogpt "Once upon a time" --model_size mine
-    python -m picogpt.train --task induction --name ind   # no text: induction.py's task
+    python -m picogpt.train --task induction --name ind   # no text: tasks/induction.py
 """
 
-import re
+import math
 import sys
 
 import numpy as np
@@ -123,49 +122,60 @@ def repeated_window(n: int, n_vocab: int, rng: np.random.Generator) -> np.ndarra
     window[again : again + length] = window[start : start + length]
     return window
 
-def paragraphs(text: str) -> list[str]:
-    """The text's paragraphs (poems, passages): the pieces between blank lines, or its lines when
-    it has no blank line (a text written one poem to a line)."""
-    parts = [part.strip("\r\n") for part in re.split(r"\n[ \t\r]*\n", text) if part.strip()]
-    return parts if len(parts) > 1 else [line for line in text.splitlines() if line.strip()]
+class Stopped(KeyboardInterrupt):
+    """Ctrl-C during learn: the step it stopped at, and the params and AdamW state there (the
+    state of a step is replaced whole, so a stop never leaves half an update)."""
+
+    def __init__(self, step: int, params: dict, state: dict):
+        super().__init__()
+        self.step, self.params, self.state = step, params, state
 
 
-def hold_out(parts: list[str], every: int = 10) -> tuple[list[str], list[str]]:
-    """(training, held-out) paragraphs: every tenth one (the 10th, 20th, ...; the last, if there
-    are fewer than ten) is held out whole, from all through the text, and never trained on."""
-    held = set(range(every - 1, len(parts), every)) or {len(parts) - 1}
-    return ([part for i, part in enumerate(parts) if i not in held],
-            [part for i, part in enumerate(parts) if i in held])
+class Diverged(Exception):
+    """The loss of a step was not a number, or more than twice the first step's: the learning
+    rate is too high for this model, and the steps after would only make it worse."""
+
+    def __init__(self, step: int, loss: float, first: float):
+        super().__init__(step, loss, first)
+        self.step, self.loss, self.first = step, loss, first
 
 
-def paragraph_ids(parts: list[str], encoder) -> np.ndarray:
-    """The paragraphs' token ids one after another, each opened by the start token (GPT-2's
-    <|endoftext|>), so that a model learns how a paragraph begins from the start token alone, and
-    predicts it where a paragraph ends."""
-    return np.array([i for part in parts for i in [encoder.start, *encoder.encode(part)]],
-                    dtype=np.int64)
+def gpt2_step(n_head: int):
+    """The step of a GPT-2: (inputs, targets) windows and params -> the loss and gradients."""
+    return lambda batch, params: loss_and_grads(*batch, params, n_head)
 
 
-def learn(params: dict, windows, steps: int, lr: float, warmup: int, n_head: int, curve: dict,
+def learn(params: dict, batches, steps: int, lr: float, warmup: int, step, curve: dict,
           curve_every: int, measure_at=None, state: dict | None = None) -> tuple[dict, float]:
-    """The training loop: steps of AdamW on the windows at the schedule's rate, the loss of each
-    step added to curve["loss"], and measure_at(step, params, state) every curve_every steps and
-    after the last (the command measures, prints and keeps a checkpoint there; it returns what
-    the progress bar shows). state is AdamW's to go on from (a stopped run's: its "step" is
-    where the loop starts), or None to start. Returns the params and the last step's loss."""
+    """The training loop: steps of AdamW on the batches at the schedule's rate, with step(batch,
+    params) -> (loss, grads) (`gpt2_step` for a GPT-2); the loss of each step added to
+    curve["loss"], and measure_at(step, params, state) every curve_every steps and after the
+    last (the command measures, prints and keeps a checkpoint there; it returns what the progress
+    bar shows). state is AdamW's to go on from (a stopped run's: its "step" is where the loop
+    starts), or None to start. Returns the params and the last step's loss. Ctrl-C raises
+    Stopped, a loss that runs away Diverged."""
     state, shown = state or {"step": 0}, {}
-    bar = tqdm(zip(range(state["step"], steps), windows), total=steps, initial=state["step"],
+    bar = tqdm(zip(range(state["step"], steps), batches), total=steps, initial=state["step"],
                desc=_("picogpt: training"), unit="step", file=sys.stderr)
-    for step, (inputs, targets) in bar:
-        if measure_at and step % curve_every == 0:
-            shown = measure_at(step, params, state)
-        loss, grads = loss_and_grads(inputs, targets, params, n_head)
-        params, state = adamw(params, grads, state, learning_rate(step, steps, lr, warmup))
-        curve["loss"].append(round(loss, 4))
-        bar.set_postfix(shown | {"loss": f"{loss:.3f}"})
-    bar.close()
-    if measure_at:
-        measure_at(steps, params, state)
+    try:
+        for step_number, batch in bar:
+            if measure_at and step_number % curve_every == 0:
+                shown = measure_at(step_number, params, state)
+            loss, grads = step(batch, params)
+            first = curve["loss"][0] if curve["loss"] else loss
+            if not math.isfinite(loss) or loss > 2 * first:
+                raise Diverged(step_number, loss, first)
+            params, state = adamw(params, grads, state, learning_rate(step_number, steps, lr,
+                                                                      warmup))
+            curve["loss"].append(round(loss, 4))
+            bar.set_postfix(shown | {_("loss"): f"{loss:.3f}"})
+        bar.close()
+        if measure_at:
+            measure_at(steps, params, state)
+    except KeyboardInterrupt:
+        raise Stopped(state["step"], params, state) from None
+    finally:
+        bar.close()
     return params, curve["loss"][-1]
 
 
@@ -186,7 +196,7 @@ def held_out_loss(params: dict, ids: np.ndarray, n_head: int) -> float:
     return total / (len(ids) - 1)
 
 
-if __name__ == "__main__":  # python -m picogpt.train runs the command, which lives in cli/
-    import runpy
+if __name__ == "__main__":  # the door: python -m picogpt.train runs the command, in cli/
+    from .cli.train import main
 
-    runpy.run_module("picogpt.cli.train", run_name="__main__")
+    main()

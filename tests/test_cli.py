@@ -329,19 +329,16 @@ def args_in(doc: str) -> dict[str, str]:
     return entries
 
 
-@pytest.mark.parametrize("command", [["-m", "picogpt.train"],
-                                     ["-m", "picogpt.train", "--task", "induction"],
-                                     ["-m", "picogpt"], ["-m", "picogpt", "--score"]])
+@pytest.mark.parametrize("command", [["-m", "picogpt"], ["-m", "picogpt", "--score"]])
 def test_help_says_each_flag_whole_and_opens_with_the_command(command):
     """Every sentence of each flag's Args: entry is in --help, whole: fire's docstring reader
     cut an entry at a wrapped line with a colon. The page opens with NAME, not fire's INFO."""
     import subprocess
     import sys
 
-    from picogpt.cli import run, tasks, train
+    from picogpt.cli import run
 
-    function = {("picogpt.train",): train.train, ("picogpt.train", "--task", "induction"):
-                tasks.train_task, ("picogpt",): run.generate_text,
+    function = {("picogpt",): run.generate_text,
                 ("picogpt", "--score"): run.score_text}[tuple(command[1:])]
     done = subprocess.run([sys.executable, *command, "--help"], capture_output=True, text=True,
                           env={**os.environ, "PAGER": "cat"})
@@ -352,6 +349,33 @@ def test_help_says_each_flag_whole_and_opens_with_the_command(command):
     assert len(entries) == len(inspect.signature(function).parameters)
     for name, said in entries.items():
         assert f"{name.upper()}" in shown and " ".join(said.split()) in shown, name
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--task", "poems", "-h"], ["book.txt", "--help"]])
+def test_the_train_commands_help_shows_the_shared_flags_once_and_each_tasks_own(argv):
+    """python -m picogpt.train --help: NAME first; each shared flag once, with its sentence
+    whole; then every task of the table, its defaults and its own flags, each with its
+    sentence; a flag two tasks share (n_vocab) under each of them."""
+    import subprocess
+    import sys
+    from dataclasses import fields
+
+    from picogpt.cli.train import SHARED_FLAGS, TASKS
+
+    done = subprocess.run([sys.executable, "-m", "picogpt.train", *argv], capture_output=True,
+                          text=True, env={**os.environ, "PAGER": "cat"})
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert done.stdout.startswith("NAME\n")
+    shown = " ".join(done.stdout.split())
+    for name, (_kind, said) in SHARED_FLAGS.items():
+        assert shown.count(f"--{name}={name.upper()} ") == 1 and said in shown, name
+    sections = shown.split(" TASK ")[1:]
+    assert [section.split(":")[0] for section in sections] == list(TASKS)
+    for section, (task, _reader) in zip(sections, TASKS.values()):
+        assert f"--name {task.model_name}" in section
+        for f in fields(task.options):
+            assert f"--{f.name}={f.name.upper()} (default {f.default})" in section
+            assert " ".join(f.metadata["help"].split()) in section, f.name
 
 
 def test_streamed_text_is_the_decoded_text_with_split_characters_held_back(vocab_dir):

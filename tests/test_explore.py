@@ -389,7 +389,7 @@ def wordpiece_session(folder, files: dict, n_ctx: int = 64) -> Session:
 
 def induction_session(tmp_path) -> Session:
     """The induction task's vocabulary (t0 .. t62, then [CLS]), as its folder holds it."""
-    from picogpt.induction import vocab_files
+    from picogpt.tasks.induction import vocab_files
 
     return wordpiece_session(tmp_path / "ind", vocab_files(64))
 

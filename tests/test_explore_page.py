@@ -343,7 +343,7 @@ def test_the_lens_covers_the_positions_the_attention_keeps(served, browser, monk
     logit_lens's at those positions."""
     import picogpt.web.views
     from picogpt.inside import logit_lens, residual_names, trace
-    from picogpt.web.show import visible
+    from picogpt.show import visible
 
     hparams, params = load(tiny.models_dir)
     monkeypatch.setattr(picogpt.web.views, "ATTENTION_BYTES", 2 * 4 * 4 * 10 ** 2)  # keeps 10

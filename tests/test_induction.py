@@ -11,14 +11,8 @@ from test_load import assert_one_line_error, picogpt
 from picogpt import train as train_module
 from picogpt.cli.train import main
 from picogpt.files.load import load_encoder_hparams_and_params
-from picogpt.induction import (
-    ablate,
-    copy_probes,
-    measure_copies,
-    periodic_windows,
-    task_batches,
-    vocab_files,
-)
+from picogpt.tasks.induction import ablate, periodic_windows, task_batches, vocab_files
+from picogpt.tasks.probes import copy_probes, measure_copies
 
 # A CI-sized run: the recipe's data, vocabulary and batch on a smaller shape, fewer steps. In
 # 600 steps the heads form for copies that follow the start token (the lead-in, from step 300,
@@ -198,8 +192,8 @@ def test_the_warmup_flag_sets_the_rise_of_the_learning_rate(monkeypatch, tmp_pat
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--task", "copy"], "task='copy' is not a task picogpt knows; the tasks are induction and "
-                         "poems"),
+    (["--task", "copy"], "task='copy' is not a task picogpt knows; the tasks are text, "
+                         "induction, poems"),
     (["book.txt", "--task", "induction"], "reads no text; drop 'book.txt'"),
     (["--task", "induction", "--warmup", "2000"], "warmup=2000 is not a whole number from 0 to "
                                                   "1600"),
@@ -213,7 +207,9 @@ def test_the_warmup_flag_sets_the_rise_of_the_learning_rate(monkeypatch, tmp_pat
     (["--task", "induction", "--n_vocab", "4"], "n_vocab=4 is not a whole number from 7 up"),
     (["--task", "induction", "--n_ctx", "10", "--block_max", "9"], "n_ctx=10 is too short"),
     (["--task", "induction", "--n_head", "3"], "n_embd=64 is not a multiple of n_head=3"),
-    (["--task", "induction", "--repeats", "0.5"], "unknown flag --repeats"),
+    (["--task", "induction", "--repeats", "0.5"], "--repeats is a flag of --task text, not of "
+                                                  "--task induction"),
+    (["--task", "induction", "--nvocab", "9"], "unknown flag --nvocab; did you mean --n_vocab?"),
     (["--task=induction", "--lr", "0"], "lr=0 must be a number above 0"),
 ])
 def test_bad_task_settings_are_one_line_before_any_work(args, message, tmp_path, monkeypatch):

@@ -17,7 +17,7 @@ from picogpt.files.load import load_encoder_hparams_and_params, read_encoder
 from picogpt.generate import generate_steps
 from picogpt.inside import last_break_score, logit_lens, previous_line_score, residual_names
 from picogpt.sampling import Sampling, sample_rngs
-from picogpt.web.show import visible
+from picogpt.show import visible
 from scripts.fixtures.circuits import induction_circuit
 
 

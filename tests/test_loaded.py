@@ -14,7 +14,7 @@ from test_load import assert_one_line_error, picogpt
 
 from picogpt.files.loaded import load_model
 from picogpt.files.store import save_model
-from picogpt.induction import vocab_files
+from picogpt.tasks.induction import vocab_files
 from picogpt.train import init_params
 from picogpt.web.session import Session
 from scripts.fixtures.checkpoint import random_arrays

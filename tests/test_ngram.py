@@ -1,4 +1,4 @@
-"""The unigram and bigram baselines (picogpt/ngram.py) against counts and formulas written out
+"""The unigram and bigram baselines (picogpt/tasks/ngram.py) against counts and formulas written out
 here, one held-out token at a time."""
 
 import math
@@ -7,7 +7,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from picogpt.ngram import bigram_loss, unigram_loss
+from picogpt.tasks.ngram import bigram_loss, unigram_loss
 
 
 def test_the_baselines_equal_add_one_and_witten_bell_counted_by_hand():

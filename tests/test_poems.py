@@ -1,7 +1,7 @@
-"""The poems task (files/poems.py and `python -m picogpt.train --task poems`): the cleaner on a
-fortune file's format, the held-out split, the held-out loss against a sum made in the test,
-the kept-length share, and a CI-sized run whose held-out loss beats its
-bigram baseline."""
+"""The poems task (files/poems.py, tasks/poems.py and `python -m picogpt.train --task poems`):
+the cleaner on a fortune file's format, the held-out split, the held-out loss against a sum made
+in the test, the kept-length share, and a CI-sized run whose held-out loss beats its bigram
+baseline."""
 
 import json
 import subprocess
@@ -12,10 +12,11 @@ import pytest
 from test_load import assert_one_line_error
 
 from picogpt.chars import Chars, count_chars
-from picogpt.cli.poems import train_poems
+from picogpt.cli.train import train
 from picogpt.errors import PicoGPTError
-from picogpt.files import poems
+from picogpt.files import poems as files_poems
 from picogpt.model import gpt2, softmax
+from picogpt.tasks import poems
 from picogpt.train import held_out_loss, init_params
 
 # A fortune file's format, as fortunes-zh writes it (not its text): colour codes, titles,
@@ -33,22 +34,22 @@ FORTUNE = ("\x1b[32m《春晓》\x1b[m\n\x1b[33m作者：某甲\x1b[m\n"
 
 
 def test_the_cleaner_keeps_the_classical_lines_of_a_fortune_file_and_nothing_else():
-    assert poems.clean_fortunes(FORTUNE) == [
+    assert files_poems.clean_fortunes(FORTUNE) == [
         "甲乙丙丁戊，己庚辛壬癸。\n子丑寅卯辰，巳午未申酉。", "山水风云月，花草树木林。",
         "天地玄黄，宇宙洪荒。", "關關雎鳩，在河之洲。", "家国兴亡自有时，吴人何苦怨西施。"]
 
 
 def test_fortunes_are_read_from_their_folder_and_repeats_dropped(tmp_path):
-    assert poems.read_fortunes(tmp_path) is None
+    assert files_poems.read_fortunes(tmp_path) is None
     (tmp_path / "tang300").write_text(FORTUNE, encoding="utf-8")
     (tmp_path / "chinese").write_text("家国兴亡自有时，吴人何苦怨西施。\n%\n", encoding="utf-8")
-    assert len(poems.read_fortunes(tmp_path)) == 5
+    assert len(files_poems.read_fortunes(tmp_path)) == 5
 
 
 def test_missing_fortunes_say_how_to_get_poems_in_one_line(monkeypatch, tmp_path):
-    monkeypatch.setattr(poems, "FORTUNES", tmp_path / "none")
+    monkeypatch.setattr(files_poems, "FORTUNES", tmp_path / "none")
     with pytest.raises(PicoGPTError, match="apt-get install fortunes-zh") as error:
-        train_poems(models_dir=str(tmp_path))
+        train(task="poems", models_dir=str(tmp_path))
     assert "\n" not in str(error.value) and not (tmp_path / "shi").exists()
 
 
@@ -56,9 +57,9 @@ def test_chinese_poetrys_json_and_a_texts_paragraphs_are_poems(tmp_path):
     (tmp_path / "poet.tang.0.json").write_text(json.dumps([
         {"author": "某", "paragraphs": ["甲乙丙丁戊，己庚辛壬癸。", "子丑寅卯辰，巳午未申酉。"]},
         {"author": "某", "paragraphs": ["山水风云月，花草树木林。"]}], ensure_ascii=False))
-    assert poems.read_poetry_json(tmp_path) == [
+    assert files_poems.read_poetry_json(tmp_path) == [
         "甲乙丙丁戊，己庚辛壬癸。\n子丑寅卯辰，巳午未申酉。", "山水风云月，花草树木林。"]
-    assert poems.read_paragraphs("一，二。\n三，四。\r\n\r\n五，六。\n\n\n") == [
+    assert files_poems.read_paragraphs("一，二。\n三，四。\r\n\r\n五，六。\n\n\n") == [
         "一，二。\n三，四。", "五，六。"]
 
 
@@ -85,24 +86,24 @@ def test_verse_windows_begin_where_a_line_begins(monkeypatch, tmp_path):
     start token; the other windows begin anywhere."""
     text = tmp_path / "poems.txt"
     text.write_text(verse_text(60), encoding="utf-8")
-    jobs = []
+    plans = []
 
-    def caught(job):  # the run's job, kept instead of trained
-        jobs.append(job)
+    def caught(run, plan, record, resuming):  # the run's plan, kept instead of trained
+        plans.append(plan)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("picogpt.cli.poems.run_training", caught)
+    monkeypatch.setattr("picogpt.cli.train.run_training", caught)
     with pytest.raises(KeyboardInterrupt):
-        train_poems(name="w", models_dir=str(tmp_path), text_file=str(text), n_ctx=16,
-                    n_batch=8, verse_share=0.5, n_held_out=10)
-    chars = Chars(jobs[0]["files"]["chars.json"])
+        train(task="poems", name="w", models_dir=str(tmp_path), text=str(text), n_ctx=16,
+              n_batch=8, verse_share=0.5, n_held_out=10)
+    chars = Chars(plans[0].files["chars.json"])
     breaks = {chars.start, *chars.encode("\n")}
-    inputs = np.concatenate([next(jobs[0]["windows"])[0] for _ in range(50)])  # [400, 16]
+    inputs = np.concatenate([next(plans[0].batches)[0] for _ in range(50)])  # [400, 16]
     verse, rest = inputs.reshape(50, 8, 16)[:, :4], inputs.reshape(50, 8, 16)[:, 4:]
     assert set(verse[..., 0].ravel()) <= breaks  # each begins at a break ...
     assert not set(verse[..., 1].ravel()) & breaks  # ... that a line's first character follows
     assert not set(rest[..., 0].ravel()) <= breaks  # 200 windows from anywhere: some inside a line
-    assert len(set(next(jobs[0]["windows"])[0][:4, 1].tolist())) > 1  # not one line every time
+    assert len(set(next(plans[0].batches)[0][:4, 1].tolist())) > 1  # not one line every time
 
 
 def test_line_starts_are_the_start_tokens_and_line_breaks():
@@ -140,15 +141,15 @@ def verse_text(n_poems: int, seed: int = 0) -> str:
 def test_a_ci_sized_run_beats_its_bigram_baseline_on_held_out_verses(tmp_path):
     text = tmp_path / "poems.txt"
     text.write_text(verse_text(300), encoding="utf-8")
-    result = train_poems(name="ci", models_dir=str(tmp_path), text_file=str(text), n_layer=1,
-                         n_head=2, n_embd=32, n_ctx=16, n_batch=16, steps=200, lr=1e-2,
-                         n_held_out=20, curve_every=100)
+    result = train(task="poems", name="ci", models_dir=str(tmp_path), text=str(text), n_layer=1,
+                   n_head=2, n_embd=32, n_ctx=16, n_batch=16, steps=200, lr=1e-2,
+                   n_held_out=20, curve_every=100)
     curve = result["curve"]
     assert curve["best"]["held_out"] < curve["baselines"]["bigram"] - 0.05
     assert (tmp_path / "ci" / "chars.json").is_file()
     chars = Chars(json.loads((tmp_path / "ci" / "chars.json").read_text(encoding="utf-8")))
     assert chars.tokens == count_chars("".join(poems.split_poems(
-        poems.read_paragraphs(text.read_text(encoding="utf-8")), 20)[0]))
+        files_poems.read_paragraphs(text.read_text(encoding="utf-8")), 20)[0]))
 
 
 def test_the_command_refuses_a_text_of_one_poem_in_one_line(tmp_path):
@@ -157,4 +158,4 @@ def test_the_command_refuses_a_text_of_one_poem_in_one_line(tmp_path):
     done = subprocess.run([sys.executable, "-m", "picogpt.train", "--task", "poems", "--text",
                            str(text), "--models_dir", str(tmp_path)], capture_output=True,
                           text=True)
-    assert_one_line_error(done, "needs two or more")
+    assert_one_line_error(done, "training on windows of 65 needs at least 130")

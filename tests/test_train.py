@@ -412,7 +412,7 @@ def test_ctrl_c_before_the_first_measurement_writes_nothing(tmp_path, vocab_dir,
                                                            monkeypatch):
     """Stopped while measuring step 0, before any checkpoint: exit 130, one line, and the
     models folder as it was (no model, no folder in progress)."""
-    from picogpt.cli import train as command
+    from picogpt.tasks import text as command
 
     models_dir = tmp_path / "models"
     shutil.copytree(tiny.models_dir, models_dir)
@@ -489,7 +489,7 @@ def test_fuzzed_training_inputs_end_in_a_model_or_one_line(tmp_path, vocab_dir, 
     for flags, expected in FUZZ_SETTINGS:
         assert (expected == "ok") == (outcomes["long", tuple(flags)] == "ok"), flags
         assert expected in outcomes["long", tuple(flags)], flags
-    assert outcomes["empty", ()] != "ok" and "fewer than two paragraphs" in outcomes["empty", ()]
+    assert "too few to hold a part of it out" in outcomes["empty", ()]
     assert "is not UTF-8" in outcomes["binary", ()] or "as UTF-8" in outcomes["binary", ()]
 
 
@@ -519,7 +519,7 @@ def test_a_tiny_model_learns_to_predict_a_repeated_random_run(vocab_dir):
     Whether 300 steps leave the first plateau depends on the seed and, through float rounding,
     on the machine (seed 0 stayed at 5.06 nats on one host and learned on another): two runs of
     three must learn, so one unlucky start fails nothing, and broken learning fails all three."""
-    from picogpt.curve import measure, probes
+    from picogpt.tasks.probes import copy_probes, measure_copies
     from picogpt.train import learning_rate
 
     learned = []
@@ -536,30 +536,34 @@ def test_a_tiny_model_learns_to_predict_a_repeated_random_run(vocab_dir):
             params, state = adamw(params, grads, state, learning_rate(step, 300, 1e-2, 30))
         texts = [{"ids": np.concatenate([run, run]), "first": np.arange(15),
                   "second": np.arange(16, 31)} for run in rng.choice(255, (4, 16))]
-        scores = measure(params, 4, texts)
+        scores = measure_copies(params, 4, [{"n": 16, "lead_in": 0, "texts": texts}])
         assert scores["first"] > np.log(255) - 0.5  # random tokens stay as hard as chance
         learned.append(scores["second"] < scores["first"] - 3)  # their copy is far easier
     assert sum(learned) >= 2, learned
-    assert len(probes(32, 256)) == 6
+    assert len(copy_probes(32, 256)) == 6  # runs of 5, 8 and 13, each with and without lead-in
 
 
 def test_probes_copy_a_run_at_distances_that_vary_and_fit_any_context():
     """Each probe's second copy predicts the same tokens as its first, both copies have
     positions to measure (a run of 1 had none, and the mean of nothing was NaN in curve.json),
-    the copy distance differs between probes, and a context too short for a copy has none."""
-    from picogpt.curve import probes
+    the copy distance differs between probes, and a context too short for a copy has none.
+    One set of probes serves the induction task and a text run with --repeats."""
+    from picogpt.tasks.probes import copy_probes
 
-    for n_seq in (6, 8, 32, 64):
-        texts = probes(n_seq, 50257)
-        assert len(texts) == 6
-        for text in texts:
-            ids, first, second = text["ids"], text["first"], text["second"]
-            assert len(ids) == n_seq and len(first) >= 1 and len(first) == len(second)
-            np.testing.assert_array_equal(ids[second + 1], ids[first + 1])
-            assert len(set(ids[: first[0] + 1]) | set(ids[first + 1])) == first[0] + 1 + len(first)
-        if n_seq >= 32:
-            assert len({int(t["second"][0] - t["first"][0]) for t in texts}) >= 4
-    assert probes(5, 50257) == []
+    for n_ctx in (11, 16, 32, 64):
+        groups = copy_probes(n_ctx, 50257)
+        assert groups
+        for group in groups:
+            for text in group["texts"]:
+                ids, first, second = text["ids"], text["first"], text["second"]
+                assert len(ids) <= n_ctx and ids[0] == 50256  # after the start token
+                assert len(first) >= 1 and len(first) == len(second)
+                np.testing.assert_array_equal(ids[second + 1], ids[first + 1])
+                assert len(set(ids[first[0] : first[-1] + 2].tolist())) == len(first) + 1
+        if n_ctx >= 32:
+            distances = {g["n"] for g in groups}
+            assert len(distances) >= 3
+    assert copy_probes(10, 50257) == []
 
 
 def test_the_held_out_loss_scores_each_token_once_in_windows_that_follow_one_another():
@@ -598,7 +602,7 @@ def test_each_measurement_prints_held_out_loss_beside_the_baselines_and_a_sample
     import re
 
     from picogpt.files.vocab import read_vocab
-    from picogpt.ngram import bigram_loss, unigram_loss
+    from picogpt.tasks.ngram import bigram_loss, unigram_loss
 
     text = tmp_path / "poems.txt"
     text.write_text(poems(), encoding="utf-8")
@@ -634,7 +638,7 @@ def test_the_best_model_by_held_out_loss_is_kept_and_the_rise_is_said(tmp_path, 
     """Held-out losses 5, 4, 3, 3.5, 4 at steps 0, 4, 8, 12, 16 (the measurement scripted, the
     params it saw recorded): the folder holds step 8's params, and the run says the loss rose
     after step 8."""
-    from picogpt.cli import train as command
+    from picogpt.tasks import text as command
 
     seen, script = [], iter([5.0, 4.0, 3.0, 3.5, 4.0])
 

@@ -228,7 +228,7 @@ def test_streamed_text_is_the_decoded_text_and_stops_at_stop():
 
 
 def test_a_chinese_token_shows_as_its_character_not_bytes():
-    from picogpt.web.show import characters, piece, shown
+    from picogpt.show import characters, piece, shown
 
     ours = wordpiece()
     token = ours.ids["语"]

@@ -2,7 +2,9 @@
 
 A run of `python -m picogpt.train --name NAME` works in `models_dir/NAME.part/`:
 
-    run.json        the command's settings (and the text's SHA-256): what --resume runs again
+    run.json        the run's id, settings (a tasks.Run) and its data's digest: what --resume
+                    runs again (the older forms, {"command", "settings"}, are read too)
+    .lock           held while the run trains, so a second run of NAME is told so
     checkpoint.npz  at the last measurement: the params, AdamW's m and v and step, the best
                     params by held-out loss and the curve so far, written whole or not at all
     hparams.json, params/, the vocabulary, curve.json
@@ -23,6 +25,8 @@ import os
 import shlex
 import shutil
 import signal
+import zipfile
+from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +34,9 @@ import numpy as np
 from ..errors import PicoGPTError, _
 from ..files.params import flatten, nest
 from ..files.store import read_json, save_model, write_json_atomic, write_params
+from ..tasks import Run, Task
+
+RUN_FORMAT = 2  # run.json: {"format", "id", "run", "digest"}; 1 was {"id", "command", "settings"}
 
 
 def part_dir(models_dir: str, name: str) -> Path:
@@ -52,14 +59,82 @@ def check_free(models_dir: str, name: str) -> None:
             part=part, name=name, command=resume_command(name, models_dir)))
 
 
-def begin(part: Path, run: dict) -> None:
-    """Make the folder a run works in, holding run.json."""
+def begin(part: Path, record: dict) -> None:
+    """Make the folder a run works in, holding run.json (record)."""
     try:
         part.mkdir(parents=True)
-        write_json_atomic(part / "run.json", run)
+    except FileExistsError:  # another run of the same name made it a moment ago
+        raise PicoGPTError(_("another run of {name} began at the same time and works in {part}; "
+                             "wait for it, or choose another --name.").format(
+            name=part.name.removesuffix(".part"), part=part)) from None
     except OSError as e:
         raise PicoGPTError(_("cannot write to {folder}: {reason}. Choose a folder you can write "
                              "with --models_dir.").format(folder=part, reason=e.strerror)) from None
+    write_json_atomic(part / "run.json", record)
+
+
+def training_lock(part: Path):
+    """Hold part/.lock while the run trains (the lock ends with the process): a --resume or a
+    second run of the same name, started meanwhile, is told that this one is training."""
+    try:
+        import fcntl  # POSIX only; elsewhere two runs are not told apart
+    except ImportError:
+        return None
+    lock = open(part / ".lock", "a")  # noqa: SIM115 (held until the process ends)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise PicoGPTError(_("a run of {name} is training now in {part}; wait for it to end, "
+                             "or stop it with Ctrl-C first.").format(
+            name=part.name.removesuffix(".part"), part=part)) from None
+    return lock
+
+
+def read_run(part: Path, tasks: dict[str, Task]) -> tuple[Run, dict]:
+    """The stopped run in part: its Run and run.json's record ({"id", "digest", ...}), from
+    run.json in this form or the one before it. PicoGPTError, naming the file, when it cannot
+    be read as one."""
+    path = part / "run.json"
+    record = read_json(path)
+    if not path.is_file() and not part.is_dir():
+        raise PicoGPTError(_("there is no stopped run of {name} in {models_dir} (no {part}); "
+                             "check --name and --models_dir.").format(
+            name=part.name.removesuffix(".part"), models_dir=part.parent, part=part))
+    try:
+        if record.get("format") == RUN_FORMAT:
+            settings, digest = dict(record["run"]), record.get("digest")
+        else:  # the first form: the command's flags as they were named then
+            settings, digest = older_settings(record), record.get("sha256")
+        task = tasks[settings["task"]]
+        known = {f.name for f in fields(task.options)}
+        options = task.options(**{k: v for k, v in settings.pop("options").items() if k in known})
+        run = Run(**{f.name: settings[f.name] for f in fields(Run) if f.name != "options"},
+                  options=options)
+        return run, {"id": record["id"], "digest": digest, "run": run.settings()}
+    except (AttributeError, KeyError, TypeError, ValueError):
+        raise PicoGPTError(_("{file} does not describe a run that can go on (it is damaged or "
+                             "lacks a setting); delete {part} and train again. The model it kept "
+                             "so far, if any, is in {model}.").format(
+            file=path, part=part, model=part.with_name(part.name.removesuffix(".part"))
+        )) from None
+
+
+def older_settings(record: dict) -> dict:
+    """A run.json of the first form ({"command": "text" or "task", "settings"}) as a Run's
+    settings: the text's flag was text_file, a text run's warm-up was a tenth of its steps,
+    and a poems run read chinese-poetry as it was stored (traditional characters)."""
+    s = dict(record["settings"])
+    task = "text" if record["command"] == "text" else s.pop("task")
+    shared = {key: s.pop(key) for key in ("name", "models_dir", "n_layer", "n_head", "n_embd",
+                                          "n_ctx", "n_batch", "steps", "lr", "seed",
+                                          "curve_every")}
+    warmup = s.pop("warmup", None)
+    if warmup is None:
+        warmup = max(1, shared["steps"] // 10)
+    options = s | ({"traditional": True} if task == "poems" else {})
+    return {"task": task, "text": s.pop("text_file", None), "warmup": warmup, **shared,
+            "options": {k: v for k, v in options.items() if k != "text_file"}}
 
 
 @contextlib.contextmanager
@@ -104,26 +179,33 @@ def write_checkpoint(part: Path, step: int, params: dict, state: dict, best: dic
             step=step, part=part, reason=e.strerror)) from None
 
 
-def read_checkpoint(part: Path) -> dict | None:
-    """What write_checkpoint kept: {"step", "params", "state", "best", "curve"}, or None."""
+def read_checkpoint(part: Path) -> dict:
+    """What write_checkpoint kept: {"step", "params", "state", "best", "curve"}; PicoGPTError,
+    naming the file and what can still be done, when it is missing or damaged."""
+    path = part / "checkpoint.npz"
     try:
-        with np.load(part / "checkpoint.npz") as stored:
+        with np.load(path) as stored:
             about = json.loads(str(stored["about"]))
             trees = {}
             for key in stored.files:
                 if "/" in key:
                     kind, name = key.split("/", 1)
                     trees.setdefault(kind, {})[name] = stored[key]
-    except (OSError, ValueError, KeyError):
-        return None
-    params = nest(trees["params"])
-    state = {"step": about["adam_step"]}
-    if "m" in trees:
-        state |= {"m": nest(trees["m"]), "v": nest(trees["v"])}
-    best = {"step": about["best_step"], "held_out": about["best_held_out"],
-            "params": nest(trees["best"]) if "best" in trees else params}
-    return {"step": about["step"], "params": params, "state": state, "best": best,
-            "curve": about["curve"]}
+        params = nest(trees["params"])
+        state = {"step": about["adam_step"]}
+        if "m" in trees:
+            state |= {"m": nest(trees["m"]), "v": nest(trees["v"])}
+        best = {"step": about["best_step"], "held_out": about["best_held_out"],
+                "params": nest(trees["best"]) if "best" in trees else params}
+        return {"step": about["step"], "params": params, "state": state, "best": best,
+                "curve": about["curve"]}
+    except FileNotFoundError:
+        reason = _("the run stopped before its first measurement, so there is none")
+    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile):
+        reason = _("it is damaged")
+    raise PicoGPTError(_("cannot go on from {file}: {reason}. Delete {part} and train again; "
+                         "the model kept so far, if any, is in {model}.").format(
+        file=path, reason=reason, part=part, model=part.with_name(part.name.removesuffix(".part"))))
 
 
 def save_run_model(model_dir: Path, run_id: str, hparams: dict, params: dict, vocab_dir,

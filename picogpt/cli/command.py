@@ -134,12 +134,13 @@ def ending(stopped: str = "") -> Iterator[None]:
 
 def run_command(function: Callable, argv: list[str], program: str, positional: str,
                 misplaced: Callable[[str], str | None] = lambda name: None,
-                stopped: str = "") -> Any:
-    """Call function with the command line argv, ending the process as the module says."""
+                stopped: str = "", help_page: Callable[[], str] | None = None) -> Any:
+    """Call function with the command line argv, ending the process as the module says;
+    --help prints help_page() if given, else fire's page of function's docstring."""
     with ending(stopped):
         command = words_for_fire(argv, function, program, positional, misplaced)
         if command == ["--help"]:
-            print(help_text(function, program))
+            print(help_page() if help_page else help_text(function, program))
             return None
         return fire.Fire(function, command=command, name=program, serialize=lambda result: None)
 

@@ -1,17 +1,16 @@
 """What training reads and checks before it learns: the text, its vocabulary, the settings.
 
-It finds GPT-2's vocabulary files, reads the text, checks the settings and the memory a shape
-needs, and names the new model folder. Every bad setting is one line, raised here before any long
-work; nothing is written.
+It finds GPT-2's vocabulary files, reads a text, checks a run's shared settings and the memory
+its shape needs, and names the new model folder. Every bad setting is one line, raised here
+before any long work; nothing is written. (A task checks its own settings: picogpt/tasks/.)
 """
 
 import os
 from pathlib import Path
 
-from ..encoder import N_VOCAB
 from ..errors import PicoGPTError, _, number, text, whole_number
 from ..files.load import MODEL_SIZES
-from ..merges import N_BYTES
+from ..tasks import Run
 
 
 def find_vocab(vocab_dir: str | None, models_dir: str) -> Path:
@@ -34,37 +33,23 @@ def find_vocab(vocab_dir: str | None, models_dir: str) -> Path:
                          "download 124M.").format(places=", ".join(map(str, places))))
 
 
-def read_text(text_file: str) -> str:
-    """The text file's text, which must be UTF-8."""
-    try:
-        return Path(text_file).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise PicoGPTError(_("cannot read {file} as UTF-8 text ({error}); give a UTF-8 text "
-                             "file.").format(file=text_file, error=e.__class__.__name__)
-                           ) from None
-
-
-def check_settings(sizes: dict, lr: float, seed: int, repeats: float,
-                   n_vocab: int = N_VOCAB) -> None:
-    """Raise PicoGPTError for the first setting that cannot train, before any work."""
-    for key, value in sizes.items():
-        whole_number(key, value, 1)
-    if sizes["n_embd"] % sizes["n_head"]:
+def check_run(run: Run) -> None:
+    """Raise PicoGPTError for the first shared setting that cannot train, before any work."""
+    for key in ("n_layer", "n_head", "n_embd", "n_ctx", "n_batch", "steps", "curve_every"):
+        whole_number(key, getattr(run, key), 1)
+    if run.n_embd % run.n_head:
         raise PicoGPTError(_("n_embd={n_embd} is not a multiple of n_head={n_head}.").format(
-            n_embd=sizes["n_embd"], n_head=sizes["n_head"]))
-    number("lr", lr, 0, hint=_("the peak learning rate; 3e-3 suits the default shape"))
-    whole_number("seed", seed, 0)
-    if not (isinstance(repeats, int | float) and not isinstance(repeats, bool)
-            and 0 <= repeats <= 1):
-        raise PicoGPTError(_("repeats={value} is not a share from 0 to 1; 0.5 makes half of the "
-                             "windows repeated random tokens.").format(value=repr(repeats)))
-    check_memory(*(sizes[key] for key in ("n_layer", "n_head", "n_embd", "n_ctx", "n_batch")),
-                 n_vocab)
+            n_embd=run.n_embd, n_head=run.n_head))
+    number("lr", run.lr, 0, hint=_("the peak learning rate; 3e-3 suits the default shape"))
+    whole_number("seed", run.seed, 0)
+    whole_number("warmup", run.warmup, 0, run.steps,
+                 hint=_("steps of the rise to --lr, within --steps"))
 
 
 def check_memory(n_layer: int, n_head: int, n_embd: int, n_ctx: int, n_batch: int,
-                 n_vocab: int = N_VOCAB) -> None:
-    """Raise PicoGPTError if training this shape would need more memory than the machine has."""
+                 n_vocab: int) -> None:
+    """Raise PicoGPTError if training this shape would need more memory than the machine has
+    (n_vocab: the vocabulary's tokens, the output layer's rows; 0 before it is known)."""
     weights = n_vocab * n_embd + n_ctx * n_embd + n_layer * (12 * n_embd * n_embd + 13 * n_embd)
     # the weights four times (params, grads, AdamW's two moments); per position the logits and
     # their gradient, and what trace keeps of each block (q, k, v, z, the MLP's 4 * n_embd
@@ -98,16 +83,3 @@ def new_model_dir(models_dir: str, name: str) -> Path:
                              "folder; choose another --name, or delete that folder first.")
                            .format(folder=model_dir))
     return model_dir
-
-
-def check_vocab(n_vocab: int | None, vocab_dir: str | None) -> None:
-    """Raise PicoGPTError if --n_vocab cannot hold a byte-level vocabulary, or comes with
-    --vocab_dir (GPT-2's vocabulary) as well."""
-    if n_vocab is None:
-        return
-    whole_number("n_vocab", n_vocab, N_BYTES + 1, hint=_(
-        "a vocabulary learned from the text holds the {n_bytes} byte tokens and <|endoftext|>, "
-        "then its merges").format(n_bytes=N_BYTES))
-    if vocab_dir is not None:
-        raise PicoGPTError(_("--n_vocab learns a vocabulary from the text and --vocab_dir names "
-                             "GPT-2's; give one of them."))

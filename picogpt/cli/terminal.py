@@ -17,7 +17,7 @@ from ..encoder import Encoder, added_bytes
 from ..errors import _
 from ..sampling import Step
 from ..score import Scores
-from ..web.show import shown
+from ..show import shown
 
 
 def stream_text(ids: Iterable[int], encoder: Encoder, stop: str | None = None,

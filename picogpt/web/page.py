@@ -22,7 +22,7 @@ from ..files.load import RELEASED_SHAPES
 from ..generate import generate_steps
 from ..sampling import Step
 from ..score import score
-from .show import piece
+from ..show import piece
 from .views import candidates, views
 from .words import both_languages
 

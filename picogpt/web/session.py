@@ -22,7 +22,7 @@ from ..errors import PicoGPTError, _, whole_number
 from ..generate import check_context, check_settings
 from ..kvcache import KVCache, decode_step, prefill
 from ..sampling import Sampling, describe, sample_rngs
-from .show import characters, piece
+from ..show import characters, piece
 from .views import views
 
 N_SHOWN = 10  # candidates the page lists

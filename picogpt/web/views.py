@@ -20,8 +20,8 @@ from ..inside import (
     trace,
 )
 from ..sampling import Step
+from ..show import characters, piece, shown
 from ..wordpiece import WordPiece
-from .show import characters, piece, shown
 
 # Attention is the bulk of the page: n_layer * n_head * n^2 float32s. Past this many bytes
 # (the 124M model's 144 heads at 72 positions) the page keeps the last positions only.

@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 
 from picogpt.files.load import load_encoder_hparams_and_params
-from picogpt.files.poems import read_fortunes, split_poems
+from picogpt.files.poems import read_fortunes
 from picogpt.inside import last_break_score, previous_line_score, previous_token_score, trace
+from picogpt.tasks.poems import split_poems
 
 
 def main() -> None:

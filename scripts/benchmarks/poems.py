@@ -17,7 +17,7 @@ import platform
 import resource
 import time
 
-from picogpt.cli.poems import train_poems
+from picogpt.cli.train import train
 
 
 def cpu_seconds() -> float:
@@ -27,7 +27,8 @@ def cpu_seconds() -> float:
 
 
 def flags(words: list[str]) -> dict:
-    """train_poems's keyword arguments from --name value pairs (numbers parsed as JSON)."""
+    """The train command's keyword arguments from --name value pairs (numbers parsed as
+    JSON)."""
     settings = {}
     for name, value in zip(words[::2], words[1::2]):
         try:
@@ -41,17 +42,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", default="/tmp/poems", help="where the model folders go")
     parser.add_argument("--step_time", action="store_true", help="12 steps: CPU s per step")
-    parser.add_argument("rest", nargs="*", help="train_poems flags after --")
+    parser.add_argument("rest", nargs="*", help="--task poems flags after --")
     args = parser.parse_args()
     settings = flags(args.rest)
     name = settings.pop("name", f"run-{int(time.time())}")
     if args.step_time:
         settings.update(steps=12, curve_every=10)
     load, wall, cpu = os.getloadavg(), time.perf_counter(), cpu_seconds()
-    result = train_poems(name=name, models_dir=args.work, **settings)
+    result = train(task="poems", name=name, models_dir=args.work, **settings)
     wall, cpu = time.perf_counter() - wall, cpu_seconds() - cpu
     curve = result["curve"]
-    best, base, form = curve["best"], curve["baselines"], result["form"]
+    best, base, form = curve["best"], curve["baselines"], result["finish"]
     print(json.dumps({"settings": curve["settings"], "cpu": platform.processor() or
                       platform.machine(), "cores": os.cpu_count(),
                       "load_before": load, "load_after": os.getloadavg(),

@@ -56,7 +56,7 @@ def source(path: Path) -> str | None:
 
 def token_labels(encoder, ids) -> list[str]:
     """Each token's text for an axis: visible escapes, bytes of part of a character."""
-    from picogpt.web.show import shown
+    from picogpt.show import shown
 
     return [shown(encoder, i) or " " for i in ids]
 

@@ -181,7 +181,7 @@ def lens(encoder, params: dict, n_head: int) -> None:
     stream ranks first, and their mean probability."""
     from picogpt.inside import residual_names
     from picogpt.model import layer_norm, softmax
-    from picogpt.train import hold_out, paragraph_ids, paragraphs
+    from picogpt.tasks.text import hold_out, paragraph_ids, paragraphs
 
     _, held = hold_out(paragraphs(license_text()))
     held_out = paragraph_ids(held, encoder)[: len(params["wpe"])].tolist()

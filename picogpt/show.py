@@ -7,7 +7,7 @@ sequences: one Chinese character is often two or three tokens, and each of those
 text. No I/O.
 """
 
-from ..encoder import Encoder
+from .encoder import Encoder
 
 
 def visible(data: bytes) -> str:
