@@ -74,7 +74,7 @@ def checked(input_ids: Sequence[int], params: dict, n_head: int, n_tokens: int, 
         raise PicoGPTError(_("stop needs encoder= to read the generated text; pass the Encoder "
                              "from load_encoder_hparams_and_params."))
     if constraint is not None:
-        check_constraint(constraint, n_tokens, len(params["wte"]))
+        check_constraint(constraint, input_ids, n_tokens, len(params["wte"]))
     start, end = model_tokens(len(params["wte"]), encoder, needed=not input_ids or stop_at_end)
     return decode_samples([*input_ids] or [start], params, n_head, n_tokens, sampling,
                           sample_rngs(seed, n_samples), end if stop_at_end else None,
@@ -113,12 +113,13 @@ def decode_samples(prompt: list[int], params: dict, n_head: int, n_tokens: int,
         seen = np.zeros(logits.shape, bool)
         seen[:, prompt] = True
     written = [b""] * len(rngs)  # each sample's output so far, when there is a stop text
-    last = [[] for _ in rngs]  # each sample's last new token, which a WordPiece space follows
-    made = [[] for _ in rngs]  # each sample's new tokens, which the constraint reads
+    last = [prompt[-1:]] * len(rngs)  # each sample's last token, which a WordPiece space follows
+    # where each sample stands in the constraint's poem: the whole text counts, prompt included
+    places = [constraint.position(prompt)] * len(rngs) if constraint is not None else None
     for step in range(n_tokens):
         allowed = logits
         if constraint is not None:  # before the filters: they see only the tokens it allows
-            mask = np.array([constraint.allowed(made[i]) for i in alive])  # [n_alive, n_vocab]
+            mask = np.array([constraint.allowed_at(places[i]) for i in alive])  # [n_alive, ..]
             allowed = masked(logits, mask)
         filtered = sampling.filter(allowed, seen)  # [n_alive, n_vocab]
         next_ids = [sampling.pick(row, rngs[i]) for row, i in zip(filtered, alive)]
@@ -134,8 +135,8 @@ def decode_samples(prompt: list[int], params: dict, n_head: int, n_tokens: int,
                 if stop in written[i][-len(stop) - len(piece) :]:  # only where it could be new
                     continue
             if constraint is not None:
-                made[i] = [*made[i], token]
-                if constraint.done(made[i]):
+                places[i] = constraint.advance(places[i], token)
+                if constraint.complete(places[i]):
                     continue
             keep.append(row)
         if not keep or step == n_tokens - 1:
@@ -184,14 +185,20 @@ def check_settings(n_tokens: int, sampling: Sampling, seed: int | None, stop: st
         text("stop", stop, _("give the text to stop at, or leave it unset"))
 
 
-def check_constraint(constraint: Verse, n_tokens: int, n_vocab: int) -> None:
-    """Raise PicoGPTError if the constraint's mask does not fit the model, or its whole form
-    does not fit in n_tokens."""
+def check_constraint(constraint: Verse, input_ids: Sequence[int], n_tokens: int,
+                     n_vocab: int) -> None:
+    """Raise PicoGPTError if the constraint's mask does not fit the model, the prompt breaks
+    its form (the whole text is the poem), or the rest of the form does not fit in n_tokens."""
     if constraint.n_vocab != n_vocab:
         raise PicoGPTError(_("the constraint was made for {made} tokens, but the model has "
                              "{n_vocab}; make it from the model's own encoder.").format(
                                  made=constraint.n_vocab, n_vocab=n_vocab))
-    needed = constraint.n_tokens()
+    broken = constraint.first_break(input_ids)
+    if broken is not None:
+        raise PicoGPTError(_("the prompt does not keep the form: its token {n} breaks it (the "
+                             "prompt is the poem's start; write a title on a line of its own, "
+                             "ended by a line break, before the poem).").format(n=broken + 1))
+    needed = constraint.n_tokens(input_ids)
     if needed is not None and needed > n_tokens:
         raise PicoGPTError(_("the poem takes {needed} tokens, but n_tokens={n_tokens}; raise "
                              "n_tokens to {needed}.").format(needed=needed, n_tokens=n_tokens))

@@ -157,21 +157,24 @@ def learn(params: dict, batches, steps: int, lr: float, warmup: int, step, curve
     state, shown = state or {"step": 0}, {}
     bar = tqdm(zip(range(state["step"], steps), batches), total=steps, initial=state["step"],
                desc=_("picogpt: training"), unit="step", file=sys.stderr)
+    # a loss that runs away overflows float32 on its way (warnings a learner cannot act on);
+    # the run ends at the first such step with one line instead (Diverged)
     try:
-        for step_number, batch in bar:
-            if measure_at and step_number % curve_every == 0:
-                shown = measure_at(step_number, params, state)
-            loss, grads = step(batch, params)
-            first = curve["loss"][0] if curve["loss"] else loss
-            if not math.isfinite(loss) or loss > 2 * first:
-                raise Diverged(step_number, loss, first)
-            params, state = adamw(params, grads, state, learning_rate(step_number, steps, lr,
-                                                                      warmup))
-            curve["loss"].append(round(loss, 4))
-            bar.set_postfix(shown | {_("loss"): f"{loss:.3f}"})
-        bar.close()
-        if measure_at:
-            measure_at(steps, params, state)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            for step_number, batch in bar:
+                if measure_at and step_number % curve_every == 0:
+                    shown = measure_at(step_number, params, state)
+                loss, grads = step(batch, params)
+                first = curve["loss"][0] if curve["loss"] else loss
+                if not math.isfinite(loss) or loss > 2 * first:
+                    raise Diverged(step_number, loss, first)
+                rate = learning_rate(step_number, steps, lr, warmup)
+                params, state = adamw(params, grads, state, rate)
+                curve["loss"].append(round(loss, 4))
+                bar.set_postfix(shown | {_("loss"): f"{loss:.3f}"})
+            bar.close()
+            if measure_at:
+                measure_at(steps, params, state)
     except KeyboardInterrupt:
         raise Stopped(state["step"], params, state) from None
     finally:

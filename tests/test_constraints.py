@@ -258,10 +258,47 @@ def test_first_break_is_the_first_token_the_form_would_have_masked(acrostic, lin
             kept = pool if complete else np.flatnonzero(form.allowed(ids))
             ids.append(int(rng.choice(kept if rng.random() < 0.9 else pool)))
         wanted = None
-        for i in range(len(ids)):
+        for i in range(form.poem(ids), len(ids)):  # a title, if any, is not the poem
             if form.done(ids[:i]):  # what follows a complete poem is free
                 break
             if not form.allowed(ids[:i])[ids[i]]:
                 wanted = i
                 break
         assert form.first_break(ids) == wanted, (ids, wanted)
+
+
+def test_the_command_line_and_the_page_give_the_same_mask_counting_the_whole_text():
+    """「床前明月光，」 with a line of 5: generate (the command line's path) and the explore page's
+    session count the prompt as the poem's first line, so both allow a Chinese character next
+    (the second line's first), and, five characters on, only 。; at every step the two masks are
+    the same array. A title on its own line is not counted; a prompt that breaks the form is
+    refused in one line, as the page refuses such a text."""
+    import picogpt.generate as generation
+    from picogpt.chars import Chars, count_chars
+    from picogpt.web.session import Session
+
+    chars = Chars(count_chars("床前明月光，疑是地上霜。\n举头望山水春夏秋冬" * 2))
+    params = random_params(chars.n_vocab)
+    hparams = {"n_vocab": chars.n_vocab, "n_ctx": 80, "n_embd": 32, "n_head": 2, "n_layer": 2}
+    form = verse(chars, None, 5)
+    prompt = chars.prompt_ids("床前明月光，")
+    seen, real = [], generation.masked
+
+    def recording(logits, allowed):
+        seen.append(allowed.copy())
+        return real(logits, allowed)
+
+    generation.masked = recording
+    try:
+        made = list(generate(prompt, params, 2, 8, constraint=form, encoder=chars))
+    finally:
+        generation.masked = real
+    session = Session(chars, hparams, params, {"name": "t", "kind": "trained"})
+    for step in range(len(made)):
+        session.set_ids([*prompt, *made[:step]])
+        np.testing.assert_array_equal(session.allowed(form)[None], seen[step], err_msg=step)
+    assert form.alphabet.chinese[np.flatnonzero(seen[0][0])].all()  # the second line's first
+    assert chars.decode(made[5:7]) == "。\n"
+    assert form.position(chars.prompt_ids("春夏\n")) == (0, 0, False)  # a title is not counted
+    with pytest.raises(PicoGPTError, match="the prompt does not keep the form: its token 7"):
+        generate(chars.prompt_ids("床前明月光疑，"), params, 2, 8, constraint=form, encoder=chars)

@@ -486,3 +486,31 @@ def test_a_stop_text_with_a_wordpiece_space_ends_each_of_several_samples(tiny):
     assert " " in stop and stop not in encoder.decode(free[0][:3])  # it is new at token 4
     ended = draw(ids, params, hparams["n_head"], 8, stop=stop, encoder=encoder, **settings)
     assert ended[0] == free[0][:4]  # the token that completes the stop text is the last
+
+
+def test_a_model_that_is_not_gpt2s_size_is_asked_for_its_own_start_and_end_tokens():
+    """A 64-token model has no id 50256: generate with no prompt and no encoder, and score with
+    no start id, ask for the model's own tokens in one PicoGPTError (they used to index 50256,
+    an IndexError); with a prompt and stop_at_end=False, or with the encoder, they run and never
+    give an id outside wte. GPT-2's 50,257 rows keep <|endoftext|> as before."""
+    from picogpt import score
+    from picogpt.train import init_params
+    from picogpt.wordpiece import WordPiece
+
+    hparams = {"n_vocab": 64, "n_ctx": 16, "n_embd": 16, "n_head": 2, "n_layer": 1}
+    params = init_params(hparams, np.random.default_rng(0))
+    for call in (lambda: list(generate([], params, 2, 3)),
+                 lambda: list(generate([1, 2], params, 2, 3)),  # it would wait for 50256
+                 lambda: score([1, 2, 3], params, 2)):
+        with pytest.raises(PicoGPTError, match="has 64 tokens, not GPT-2's 50257") as error:
+            call()
+        assert "\n" not in str(error.value)
+    encoder = WordPiece([*(f"t{i}" for i in range(63)), "[CLS]"])
+    made = list(generate([], params, 2, 3, encoder=encoder, top_k=5, seed=0))
+    assert all(0 <= i < 64 for i in made)
+    assert len(list(generate([1, 2], params, 2, 3, stop_at_end=False))) == 3
+    assert score([1, 2, 3], params, 2, start_id=encoder.start).shape == (3,)
+    with pytest.raises(PicoGPTError, match="id 64 is not one of the model's 64"):
+        score([1, 2, 64], params, 2, start_id=63)
+    gpt2_sized = init_params({**hparams, "n_vocab": 50257}, np.random.default_rng(0))
+    assert len(score([1, 2, 3], gpt2_sized, 2)) == 3  # after <|endoftext|>, as before

@@ -159,3 +159,40 @@ def test_the_command_refuses_a_text_of_one_poem_in_one_line(tmp_path):
                            str(text), "--models_dir", str(tmp_path)], capture_output=True,
                           text=True)
     assert_one_line_error(done, "training on windows of 65 needs at least 130")
+
+
+def test_a_fortunes_run_ends_with_a_verdict_against_its_goals_and_reference_runs(tmp_path,
+                                                                                 monkeypatch):
+    """A run on fortunes-zh (here a fortune file the test writes, in the folder the reader is
+    pointed at) closes with how far it is under the bigram model and the share of 句 that keep
+    the prompt's length, each with its goal, a mark (✓ met, ✗ not) and the range of the docs'
+    reference runs; the model writes the sampler it recommends, which picogpt then uses."""
+    from test_load import picogpt as run_picogpt
+
+    from picogpt.cli.train import main
+    from picogpt.tasks.poems import GOALS
+
+    folder = tmp_path / "fortunes"
+    folder.mkdir()
+    verses = verse_text(200).split("\n\n")
+    (folder / "tang300").write_text("\n%\n".join(verses), encoding="utf-8")
+    monkeypatch.setattr(files_poems, "FORTUNES", folder)
+    done = run_picogpt("--task", "poems", "--name", "f", "--models_dir", str(tmp_path),
+                       "--n_layer", "1", "--n_head", "2", "--n_embd", "16", "--n_ctx", "16",
+                       "--n_batch", "8", "--steps", "8", "--curve_every", "8",
+                       "--n_held_out", "20", entry=main)
+    assert done.returncode == 0, done.stderr
+    curve = json.loads((tmp_path / "f" / "curve.json").read_text(encoding="utf-8"))
+    under = curve["baselines"]["bigram"] - curve["best"]["held_out"]
+    goals = GOALS["fortunes"]
+    mark = "✓" if under >= goals["under_bigram"] else "✗"
+    assert (f"{under:.3f} under the bigram (goal ≥ {goals['under_bigram']}) {mark}; the "
+            f"reference runs: 0.119 to 0.156.") in done.stderr
+    share = curve["finish"]["line_share"]
+    mark = "✓" if share >= goals["line_share"] else "✗"
+    assert (f"句 that keep the prompt's length: {share:.0%} (goal ≥ 50%) {mark}; the reference "
+            "runs: 88% to 92%.") in done.stderr
+    assert done.stderr.strip().endswith("--top_k 8")
+    ran = run_picogpt("", "--model_size", "f", "--models_dir", str(tmp_path), "--n_tokens", "4")
+    assert ran.returncode == 0, ran.stderr
+    assert "sampling as this model's training task recommends (--top_k 8)" in ran.stderr

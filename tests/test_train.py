@@ -694,3 +694,43 @@ def test_the_closing_hint_is_a_prompt_from_the_models_own_text(tmp_path):
     tenth = verses[9 % 5][9 % 3 :]
     last = done.stderr.strip().splitlines()[-1]
     assert f'Try: picogpt "{tenth[:5]}" --model_size shi' in last and "Once" not in last
+
+
+@pytest.mark.parametrize("flags", [["--vocab", "chars"], ["--n_vocab", "300"]])
+def test_a_text_of_one_long_paragraph_is_cut_at_its_sentences(flags, tmp_path):
+    """120 copies of a sentence on one line (no blank line, one line): the one paragraph rule
+    cuts it at sentence ends, every tenth sentence is held out, and it trains (it was refused as
+    'fewer than two paragraphs', with --n_vocab 300 as a vocabulary with nothing to merge)."""
+    from picogpt.tasks.text import paragraphs
+
+    sentence = "The river runs past the old stone mill and on to the sea. "
+    text = tmp_path / "one.txt"
+    text.write_text(sentence * 120, encoding="utf-8")
+    assert paragraphs(text.read_text()) == [sentence.strip()] * 120
+    assert paragraphs("床前明月光，疑是地上霜。举头望明月，低头思故乡。") == [
+        "床前明月光，疑是地上霜。", "举头望明月，低头思故乡。"]
+    assert paragraphs("no sentence end here at all " * 3) == [
+        ("no sentence end here at all " * 3).strip()[:74], ("no sentence end here at all "
+                                                            * 3).strip()[74:]]
+    done = picogpt(str(text), "--name", "one", "--models_dir", str(tmp_path), *flags,
+                   "--n_layer", "1", "--n_head", "2", "--n_embd", "16", "--n_ctx", "16",
+                   "--n_batch", "4", "--steps", "4", "--curve_every", "4", entry=main)
+    assert done.returncode == 0, done.stderr
+    curve = json.loads((tmp_path / "one" / "curve.json").read_text(encoding="utf-8"))
+    assert curve["held_out_paragraphs"] == 12
+
+
+def test_the_memory_check_of_a_character_vocabulary_counts_its_characters(tmp_path,
+                                                                          monkeypatch):
+    """--vocab chars on a machine of 8 GiB: 64 windows of 1,024 need ~28 GiB with GPT-2's
+    50,257 rows, far less with the text's few characters: the run is not refused for memory
+    (it once assumed GPT-2's rows); it goes on to find the text too short, before any step."""
+    from picogpt.cli import prepare
+
+    pages = {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 8 * 2**30 // 4096}
+    monkeypatch.setattr(prepare.os, "sysconf", pages.__getitem__)
+    text = tmp_path / "t.txt"
+    text.write_text(("hello world, " * 10 + "\n") * 10, encoding="utf-8")
+    done = picogpt(str(text), "--n_ctx", "1024", "--n_batch", "64", "--vocab", "chars",
+                   "--models_dir", str(tmp_path / "models"), entry=main)
+    assert_one_line_error(done, "is too short: its held-out paragraphs (every tenth) are")

@@ -94,9 +94,10 @@ def uninterrupted(tmp_path_factory):
 @pytest.mark.parametrize("kind", ["text", "task"])
 def test_ctrl_c_keeps_a_model_that_runs_and_resume_ends_as_an_uninterrupted_run(
         kind, uninterrupted, tmp_path, monkeypatch):
-    """Stopped in step 6 (its last checkpoint at step 4): NAME is the best model so far and runs,
-    its curve says where it stopped, the one line gives the step and the command; that command
-    ends with the very parameters of a run that was never stopped."""
+    """Stopped in step 6 (its last measurement at step 4): NAME is the best model measured so far
+    and runs, its curve says where it stopped, the one line gives the step and the command; that
+    command goes on from step 6 itself (the params and AdamW state of the moment it stopped, not
+    step 4's) and ends with the very parameters of a run that was never stopped."""
     whole_dir, text = uninterrupted
     models_dir = tmp_path / "models"
     stop_at(monkeypatch, 6)
@@ -106,7 +107,7 @@ def test_ctrl_c_keeps_a_model_that_runs_and_resume_ends_as_an_uninterrupted_run(
     last = done.stderr.strip().splitlines()[-1]
     resume = f"python -m picogpt.train --resume --name stopped --models_dir {models_dir}"
     assert last.startswith("picogpt: training stopped at step 6 of 12; the model of step ")
-    assert last.endswith(f"Continue from step 4 with: {resume}")
+    assert last.endswith(f"Continue from step 6 with: {resume}")
     curve = json.loads((models_dir / "stopped" / "curve.json").read_text(encoding="utf-8"))
     assert curve["stopped_at"] == 6 and curve["resume"] == resume
     prompt = "Poem" if kind == "text" else "t5 t17 t3"
@@ -155,7 +156,7 @@ def test_a_real_sigint_keeps_the_model_and_its_command_finishes_the_run(uninterr
     assert process.returncode == 130 and b"Traceback" not in stderr
     last = stderr.decode().replace("\r", "\n").strip().splitlines()[-1]
     assert last.startswith("picogpt: training stopped at step 6 of 12;")
-    resume = last.split("Continue from step 4 with: ")[1]
+    resume = last.split("Continue from step 6 with: ")[1]
     ran = picogpt("", "--model_size", "cut", "--models_dir", str(models_dir), "--n_tokens", "4")
     assert ran.returncode == 0, ran.stderr
     program, *words = resume.split()  # the line says `python`: run it with this interpreter
@@ -268,3 +269,98 @@ def test_a_stopped_run_is_not_started_again_and_resume_takes_no_other_settings(t
     missing = picogpt("--resume", "--name", "nothing", "--models_dir", str(models_dir),
                       entry=main)
     assert_one_line_error(missing, "there is no stopped run of nothing in")
+
+
+def test_a_stopped_poems_run_resumes_to_its_own_summary(tmp_path, monkeypatch):
+    """A poems run stopped at step 5 and resumed: exit 0 and the poems task's closing lines
+    (the resume used to reach the induction task's summary and end in KeyError: 'first')."""
+    from test_poems import verse_text
+
+    text = tmp_path / "verse.txt"
+    text.write_text(verse_text(80), encoding="utf-8")
+    models_dir = tmp_path / "models"
+    flags = ["--task", "poems", "--text", str(text), "--name", "shi", "--models_dir",
+             str(models_dir), "--n_layer", "1", "--n_head", "2", "--n_embd", "16", "--n_ctx", "16",
+             "--n_batch", "4", "--steps", "12", "--curve_every", "4", "--n_held_out", "10"]
+    stop_at(monkeypatch, 5)
+    assert picogpt(*flags, entry=main).returncode == 130
+    monkeypatch.undo()
+    done = picogpt("--resume", "--name", "shi", "--models_dir", str(models_dir), entry=main)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert "picogpt: held-out verses: " in done.stderr
+    assert "句 that keep the prompt's length" in done.stderr
+    assert json.loads((models_dir / "shi" / "sampler.json").read_text()) == {"top_k": 8}
+
+
+@pytest.mark.parametrize("lr", ["100", "10"])
+def test_a_run_whose_loss_runs_away_stops_in_one_line_and_keeps_its_last_good_model(lr,
+                                                                                     tmp_path):
+    """--lr 100 or 10 on a small character model: the loss leaves the first step's far behind
+    (or stops being a number), and the run ends at once: exit 1, one line that names the step
+    and says to lower --lr, no traceback and no overflow warning, no folder in progress left
+    to resume into the same divergence; the model of the last good measurement runs."""
+    text = write_text(tmp_path / "poems.txt")
+    models_dir = tmp_path / "models"
+    done = picogpt(str(text), "--name", "wild", "--models_dir", str(models_dir), "--vocab",
+                   "chars", "--n_layer", "1", "--n_head", "2", "--n_embd", "16", "--n_ctx", "16",
+                   "--n_batch", "4", "--steps", "60", "--curve_every", "1", "--lr", lr,
+                   entry=main)
+    assert_ends_in_one_line_error(done, "training diverged at step ")
+    assert f"the learning rate --lr {float(lr)} is too high" in done.stderr
+    assert "Warning" not in done.stderr and "by heart" not in done.stderr
+    assert not (models_dir / "wild.part").exists()
+    curve = json.loads((models_dir / "wild" / "curve.json").read_text(encoding="utf-8"))
+    assert curve["diverged_at"] >= 1 and all(np.isfinite(m["held_out"])
+                                             for m in curve["measured"])
+    ran = picogpt("Poem", "--model_size", "wild", "--models_dir", str(models_dir), "--n_tokens",
+                  "3")
+    assert ran.returncode == 0, ran.stderr
+
+
+def test_resume_false_is_no_resume_and_a_run_training_now_is_named(tmp_path, monkeypatch):
+    """--resume=false starts a new run, which a stopped run of the name refuses; a run whose
+    folder in progress is locked by a training process is named as training now, both when a
+    new run of its name starts and when --resume is asked of it."""
+    import fcntl
+
+    text = write_text(tmp_path / "poems.txt")
+    models_dir = tmp_path / "models"
+    stop_at(monkeypatch, 5)
+    assert picogpt(*command("text", text, "half", models_dir), entry=main).returncode == 130
+    monkeypatch.undo()
+    (models_dir / "half").rename(models_dir / "moved")
+    again = picogpt(*command("text", text, "half", models_dir), "--resume=false", entry=main)
+    assert_one_line_error(again, "holds a run of half that did not finish; continue it with")
+    with open(models_dir / "half.part" / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # as the process that trains it holds it
+        for args in (command("text", text, "half", models_dir),
+                     ["--resume", "--name", "half", "--models_dir", str(models_dir)]):
+            busy = picogpt(*args, entry=main)
+            assert_one_line_error(busy, "a run of half is training now in")
+
+
+def test_a_damaged_checkpoint_or_run_json_is_one_line_that_names_the_file(tmp_path,
+                                                                          monkeypatch):
+    """A truncated, empty or foreign checkpoint.npz, a run.json that is not JSON or lacks a
+    setting: --resume says which file, and that the run can start again, in one line."""
+    text = write_text(tmp_path / "poems.txt")
+    models_dir = tmp_path / "models"
+    stop_at(monkeypatch, 5)
+    assert picogpt(*command("text", text, "d", models_dir), entry=main).returncode == 130
+    monkeypatch.undo()
+    part = models_dir / "d.part"
+    checkpoint, run_json = (part / "checkpoint.npz").read_bytes(), (part / "run.json").read_text()
+    resume = ["--resume", "--name", "d", "--models_dir", str(models_dir)]
+    for damage in (checkpoint[: len(checkpoint) // 2], b"", b"not a zip file at all"):
+        (part / "checkpoint.npz").write_bytes(damage)
+        done = picogpt(*resume, entry=main)
+        assert_one_line_error(done, f"cannot go on from {part / 'checkpoint.npz'}: it is damaged")
+    (part / "checkpoint.npz").write_bytes(checkpoint)
+    record = json.loads(run_json)
+    del record["run"]["n_ctx"]
+    for damage in ("{not json", json.dumps(record), "[" * 100_000):
+        (part / "run.json").write_text(damage)
+        done = picogpt(*resume, entry=main)
+        assert_one_line_error(done, f"{part / 'run.json'} does not describe a run that can go on")
+    (part / "run.json").write_text(run_json)
+    assert picogpt(*resume, entry=main).returncode == 0

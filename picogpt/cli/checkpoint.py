@@ -54,6 +54,9 @@ def check_free(models_dir: str, name: str) -> None:
     """Raise PicoGPTError if a run of name stopped before and was not finished."""
     part = part_dir(models_dir, name)
     if part.exists():
+        probe = training_lock(part) if (part / ".lock").is_file() else None  # raises if held
+        if probe is not None:
+            probe.close()
         raise PicoGPTError(_("{part} holds a run of {name} that did not finish; continue it "
                              "with: {command} (or delete that folder to start again).").format(
             part=part, name=name, command=resume_command(name, models_dir)))

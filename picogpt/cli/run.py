@@ -105,13 +105,20 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
         early = vocabulary_first(model_size, models_dir, hf)
         if early is not None:  # a character the vocabulary lacks is refused before the weights
             verse(early, acrostic, line)
-    if temperature != 1.0 and not sampling.sampling:  # a warning: the output is unchanged
-        print(_("picogpt: --temperature {temperature} has no effect on greedy decoding (each "
-                "token is the most likely one); add --top_k 40 or --top_p 0.9 to sample.")
-              .format(temperature=temperature), file=sys.stderr)
     prompt = read_prompt(prompt, prompt_file)
     loaded = load_model(model_size, models_dir, base_url, hf)
     encoder, hparams, params, model = loaded.encoder, loaded.hparams, loaded.params, loaded.about()
+    if top_k is None and top_p is None and loaded.sampler:  # the sampler its task recommends
+        top_k, top_p = loaded.sampler.get("top_k"), loaded.sampler.get("top_p")
+        temperature = loaded.sampler.get("temperature", 1.0) if temperature == 1.0 else temperature
+        print(_("picogpt: sampling as this model's training task recommends ({settings}); "
+                "--top_k 1 is greedy.").format(settings=" ".join(
+                    f"--{key} {value}" for key, value in loaded.sampler.items())),
+              file=sys.stderr)
+    elif temperature != 1.0 and not sampling.sampling:  # a warning: the output is unchanged
+        print(_("picogpt: --temperature {temperature} has no effect on greedy decoding (each "
+                "token is the most likely one); add --top_k 40 or --top_p 0.9 to sample.")
+              .format(temperature=temperature), file=sys.stderr)
     say_outside(encoder, prompt)
     input_ids, n_head = encoder.prompt_ids(prompt), hparams["n_head"]
     constraint = verse(encoder, acrostic, line, len(params["wte"])) if poem else None

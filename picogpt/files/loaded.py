@@ -2,7 +2,7 @@
 that both loaders build. Every limit a command or a page checks (n_vocab, n_ctx, the start and
 end tokens) comes from it, never from GPT-2's numbers."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..encoder import Encoder
@@ -10,9 +10,11 @@ from ..errors import PicoGPTError, _
 from ..wordpiece import WordPiece
 from .hf import load_hf
 from .load import MODEL_SIZES, load_encoder_hparams_and_params, read_encoder
+from .store import read_json
 from .vocab import read_vocab
 
 RANDOM_WEIGHTS = "random-weights.txt"  # written beside weights drawn at random (test fixtures)
+SAMPLER = "sampler.json"  # a trained model's sampler, the one its task recommends: {"top_k": 8}
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,7 @@ class LoadedModel:
     kind: str
     where: str
     random: bool = False
+    sampler: dict = field(default_factory=dict)  # the sampler it writes best with, if it says
 
     @property
     def n_vocab(self) -> int:
@@ -49,7 +52,8 @@ class LoadedModel:
         """What the pages show of the model: its name, kind, place, shape and limits."""
         shape = {key: self.hparams[key] for key in ("n_layer", "n_head", "n_embd")}
         return {"name": self.name, "kind": self.kind, "where": self.where,
-                "random": self.random, "n_vocab": self.n_vocab, "n_ctx": self.n_ctx, **shape}
+                "random": self.random, "n_vocab": self.n_vocab, "n_ctx": self.n_ctx,
+                "sampler": self.sampler, **shape}
 
 
 def load_model(model_size: str = "124M", models_dir: str = "models", base_url: str | None = None,
@@ -67,7 +71,20 @@ def load_model(model_size: str = "124M", models_dir: str = "models", base_url: s
     folder = Path(models_dir) / model_size
     kind = "released" if model_size in MODEL_SIZES else "trained"
     return LoadedModel(encoder, hparams, params, model_size, kind, str(folder),
-                       (folder / RANDOM_WEIGHTS).is_file())
+                       (folder / RANDOM_WEIGHTS).is_file(),
+                       read_sampler(folder) if kind == "trained" else {})
+
+
+def read_sampler(folder: Path) -> dict:
+    """The sampler a trained model's folder recommends (sampler.json), the settings picogpt
+    knows with sensible values only; {} when it has none or it cannot be read."""
+    said = read_json(folder / SAMPLER)
+    if not isinstance(said, dict):
+        return {}
+    checks = {"top_k": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+              "top_p": lambda v: isinstance(v, float | int) and 0 < v <= 1,
+              "temperature": lambda v: isinstance(v, float | int) and 0.05 <= v <= 20}
+    return {key: value for key, value in said.items() if key in checks and checks[key](value)}
 
 
 def vocabulary_first(model_size: str, models_dir: str,

@@ -40,7 +40,7 @@ def read_json(path: Path) -> Any:
     """The JSON at path, or None if it is absent or unreadable."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: nesting too deep to read
         return None
 
 

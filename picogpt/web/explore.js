@@ -231,6 +231,10 @@ function typed(event) {
 $("prompt").addEventListener("input", typed);
 $("prompt").addEventListener("compositionend", typed);
 $("verse").hidden = !(MODEL && MODEL.form);  // a form needs a token for each character
+// a trained model's sampler, the one its task recommends (sampler.json), is where the knobs start
+for (const [key, value] of Object.entries((MODEL && MODEL.sampler) || {})) {
+  if ($(key)) $(key).value = value;
+}
 async function knobMoved(event) {
   if (event.isComposing) return;  // an input method still composing: wait for its character
   act();

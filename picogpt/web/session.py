@@ -116,22 +116,18 @@ class Session:
             return False
         return True
 
-    def poem(self) -> list[int]:
-        """The text's ids after a leading start token: what a form counts as the poem."""
-        return self.ids[1:] if self.ids[:1] == [self.encoder.start] else self.ids
-
     def allowed(self, form: Verse) -> np.ndarray | None:  # -> [n_vocab] bool
-        """The tokens that keep the text in form: the whole text after a leading start token
-        is the poem so far. None once the poem is complete: what follows it is free."""
-        poem = self.poem()
-        broken = form.first_break(poem)
+        """The tokens that keep the text in form: the whole text is the poem so far (as on the
+        command line: constraints.Verse.poem). None once the poem is complete: what follows it
+        is free."""
+        broken = form.first_break(self.ids)
         if broken is not None:
             raise PicoGPTError(_("the text does not keep the form: its token {n}, {token}, "
                                  "breaks it (with a form, the whole text is the poem so far). "
                                  "Clear the box, or turn the form off.").format(
                                      n=broken + 1, token=repr(self.encoder.decode(
-                                         [poem[broken]]))))
-        place = form.position(poem)
+                                         [self.ids[broken]]))))
+        place = form.position(self.ids)
         return None if form.complete(place) else form.allowed_at(place)
 
     def filtered(self, sampling: Sampling, form: Verse | None = None) -> np.ndarray:
@@ -149,7 +145,7 @@ class Session:
         filters, the entropy of what a draw would come from, and the token greedy decoding
         would take."""
         filtered = self.filtered(sampling, form)
-        complete = form is not None and form.done(self.poem())
+        complete = form is not None and form.done(self.ids)
         step = describe(int(np.argmax(filtered)), self.logits, filtered, N_SHOWN)
         return {"candidates": [{**piece(self.encoder, int(i)), "before": float(b),
                                 "after": float(a)}
@@ -216,7 +212,7 @@ class Session:
         check_settings(n_tokens, sampling, seed, None, self.n_vocab)
         check_context(len(self.ids), n_tokens, self.n_ctx)
         rng = sample_rngs(seed, 1)[0]
-        writing = form is not None and not form.done(self.poem())  # a poem that is not complete
+        writing = form is not None and not form.done(self.ids)  # a poem that is not complete
         for _step in range(n_tokens):
             if stopped():
                 return
@@ -226,7 +222,7 @@ class Session:
             shown = self.shown(token)
             self.step(token)
             yield shown
-            if writing and form.done(self.poem()):
+            if writing and form.done(self.ids):
                 return
 
     def inside(self, pause: Callable[[], None] = lambda: None) -> dict:
