@@ -11,12 +11,7 @@ import math
 import numpy as np
 
 from picogpt import model
-
-
-def N_(message: str) -> str:
-    """Mark message for the catalog; it is translated where it is printed (gettext's N_)."""
-    return message
-
+from picogpt.errors import N_
 
 HINTS = {
     "unbiased": N_(

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from ..errors import PicoGPTError, _
+from ..errors import PicoGPTError, _, reason
 from .params import HPARAMS, flatten
 
 # Version of params/. 2 stores linear weights column-major: the same [n_in, n_out] shape and
@@ -66,7 +66,7 @@ def model_lock(model_dir: Path):
         lock = open(model_dir / ".lock", "a")
     except OSError as e:
         raise PicoGPTError(_("cannot write to {folder}: {reason}. Choose a folder you can write "
-                             "with --models_dir.").format(folder=model_dir, reason=e.strerror)
+                             "with --models_dir.").format(folder=model_dir, reason=reason(e))
                            ) from None
     with lock:
         try:
@@ -209,7 +209,7 @@ def save_model(model_dir: Path, hparams: dict[str, int], params: dict, vocab_dir
     except OSError as e:
         raise PicoGPTError(_("cannot write the model to {folder}: {reason}. Choose another "
                              "--name or --models_dir.").format(folder=model_dir,
-                                                               reason=e.strerror)) from None
+                                                               reason=reason(e))) from None
 
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
