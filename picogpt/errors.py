@@ -4,12 +4,15 @@
 with 1. `whole_number`, `number` and `text` check a setting and raise it with one wording for each
 kind of mistake, wherever the setting is typed. `_` looks a sentence up in the message catalog
 (picogpt/locale), in the language of `language()`: the locale's, or the one a page or
-`--lang` chose for the moment (`speaking`).
+`--lang` chose for the moment (`speaking`). `reason` says why a file or a port could not be used
+(an OSError and the like) in that language too.
 """
 
 import contextlib
 import contextvars
+import errno
 import gettext
+import json
 import math
 import os
 from collections.abc import Iterator
@@ -94,3 +97,58 @@ def text(name: str, value, hint: str = "") -> str:
 def hint_text(hint: str) -> str:
     """A hint (what the setting does, or what to do) as the end of a message."""
     return _("; {hint}").format(hint=hint) if hint else ""
+
+
+def N_(message: str) -> str:
+    """Mark message for the catalog; it is translated where it is shown (gettext's N_)."""
+    return message
+
+
+# The operating system's reasons people meet most, by errno, with the system's English words as
+# the message ids; for any other errno the system's own (English) words are shown
+OS_REASONS = {
+    errno.ENOENT: N_("No such file or directory"),
+    errno.EACCES: N_("Permission denied"),
+    errno.EPERM: N_("Operation not permitted"),
+    errno.EEXIST: N_("File exists"),
+    errno.EISDIR: N_("Is a directory"),
+    errno.ENOTDIR: N_("Not a directory"),
+    errno.ENOTEMPTY: N_("Directory not empty"),
+    errno.ENOSPC: N_("No space left on device"),
+    errno.EROFS: N_("Read-only file system"),
+    errno.ENAMETOOLONG: N_("File name too long"),
+    errno.EBUSY: N_("Device or resource busy"),
+    errno.EIO: N_("Input/output error"),
+    errno.EMFILE: N_("Too many open files"),
+    errno.EADDRINUSE: N_("Address already in use"),
+    errno.EADDRNOTAVAIL: N_("Cannot assign requested address"),
+    errno.ECONNREFUSED: N_("Connection refused"),
+    errno.ECONNRESET: N_("Connection reset by peer"),
+    errno.ETIMEDOUT: N_("Connection timed out"),
+    errno.ENETUNREACH: N_("Network is unreachable"),
+}
+
+
+def reason(error: BaseException) -> str:
+    """Why error happened, in the current language, for the middle of a message: the reason of
+    the OSError it is or comes from (by its errno; the system's English words for an errno not
+    in OS_REASONS), a text that is not UTF-8, JSON that is not JSON; else a PicoGPTError's own
+    message, or any other error's class name and first line, as Python names them."""
+    cause, seen = error, []
+    while cause is not None and cause not in seen:  # error, then what it was raised from
+        if isinstance(cause, OSError) and cause.strerror:
+            known = OS_REASONS.get(cause.errno)
+            return _(known) if known else cause.strerror
+        if isinstance(cause, UnicodeDecodeError):
+            return _("byte {at} is {byte}, not UTF-8").format(
+                at=cause.start, byte=f"0x{cause.object[cause.start]:02x}")
+        if isinstance(cause, json.JSONDecodeError):
+            return _("it is not JSON at line {line}, column {column}").format(
+                line=cause.lineno, column=cause.colno)
+        seen.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    if isinstance(error, PicoGPTError):
+        return str(error)
+    first = str(error).splitlines()[0] if str(error) else ""
+    return f"{type(error).__name__}: {first}" if first else type(error).__name__
+

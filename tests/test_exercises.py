@@ -158,6 +158,12 @@ SLIPS = {
     "softmax without the maximum": (
         "softmax", "np.exp(x - np.max(x, axis=-1, keepdims=True))", "np.exp(x)", "overflows",
         "溢出"),
+    "softmax summed down the columns": (
+        "softmax", "np.sum(exp_x, axis=-1, keepdims=True)", "np.sum(exp_x, axis=0, keepdims=True)",
+        "should sum to 1", "加起来应当是 1"),
+    "softmax minus the whole array's maximum": (
+        "softmax", "np.exp(x - np.max(x, axis=-1, keepdims=True))", "np.exp(x - np.max(x))",
+        "not each row's own", "不是每一行自己的最大值"),
     "GELU's erf form": (
         "gelu", GELU, "return (0.5 * x * (1 + np.vectorize(__import__('math').erf)"
                       "(x / 2**0.5))).astype(x.dtype)", "exact form with erf", "GELU 精确式"),
@@ -249,6 +255,39 @@ def test_seed_003s_layer_norm_gets_both_of_its_hints(tmp_path):
     result = check_all(load_file(path), path)[2]
     assert (result.name, result.passed, set(result.hints)) == (
         "layer_norm", False, {"unbiased", "eps_outside"})
+
+
+SOFTMAX_EXP, SOFTMAX_SUM = ("np.exp(x - np.max(x, axis=-1, keepdims=True))",
+                            "np.sum(exp_x, axis=-1, keepdims=True)")
+
+
+@pytest.mark.parametrize("exp, total, hints", [
+    (SOFTMAX_EXP, "np.sum(exp_x, axis=0, keepdims=True)", ("softmax_axis",)),  # issue 52
+    (SOFTMAX_EXP, "np.sum(exp_x)", ("softmax_axis",)),
+    ("np.exp(x)", "np.sum(exp_x, axis=0, keepdims=True)", ("softmax_axis", "softmax_max")),
+    ("np.exp(x - np.max(x, axis=-1, keepdims=True) / 2)", SOFTMAX_SUM, ("softmax_max",)),
+    ("np.exp(x)", SOFTMAX_SUM + " + 1", ()),  # overflows, but is wrong without overflowing too
+])
+def test_a_softmax_hint_is_given_only_when_every_case_it_explains_matches(tmp_path, exp, total,
+                                                                         hints):
+    """The overflow hint explains inf and nan on large logits, not a wrong sum: it comes only
+    when the cases without large logits are right, or a slip without the maximum matches."""
+    path = write(tmp_path, with_slip(SOFTMAX_SUM, total).replace(SOFTMAX_EXP, exp))
+    result = check_all(load_file(path), path)[1]
+    assert (result.name, result.passed, result.hints) == ("softmax", False, hints)
+    text = "\n".join(lines_in("en", [result], path))
+    assert ("overflows" in text) == ("softmax_max" in hints), text
+
+
+def test_nan_in_an_output_is_called_nan(tmp_path):
+    """A nan is not an infinitely large difference: the line names what came out."""
+    path = write(tmp_path, with_slip(SOFTMAX_EXP, "np.exp(x)"))
+    result = check_all(load_file(path), path)[1]
+    english, chinese = (lines_in(lang, [result], path)[0] for lang in ("en", "zh"))
+    assert english.endswith("large logits, up to 1000 [3, 6]: got nan at [0, 2], where 0 was "
+                            "expected"), english
+    assert chinese.endswith("在 [0, 2] 处得到 nan，应为 0"), chinese
+    assert "inf" not in english + chinese
 
 
 def test_a_missing_function_is_one_line_and_the_rest_are_still_checked(tmp_path):

@@ -189,70 +189,123 @@ def test_damaged_hparams_or_vocabulary_is_one_line(tiny, tmp_path, name, content
     assert_one_line_error(picogpt("hi", "--models_dir", str(models_dir)), message)
 
 
-def test_a_start_compares_stamps_and_reads_no_weight_to_check_it(tiny, tmp_path, monkeypatch):
+def test_a_start_compares_sizes_and_reads_no_weight_to_check_it(tiny, tmp_path, monkeypatch):
     """The fast path is taken: a load of a converted model computes no CRC-32 (that check of
-    every byte took 2 s of a 1558M start); a file whose time changed is checked, alone."""
-    from picogpt.files import store
-
-    models_dir = tmp_path / "models"
-    shutil.copytree(tiny.models_dir, models_dir)  # copy2: sizes and modification times kept
-    checked = []
-    real_crc32 = store.crc32
-    monkeypatch.setattr(store, "crc32", lambda array: checked.append(array.shape)
-                        or real_crc32(array))
-    _, _, params = load_encoder_hparams_and_params("124M", str(models_dir))
-    assert checked == []
-    touched = models_dir / "124M" / "params" / "wpe.npy"
-    os.utime(touched, ns=(touched.stat().st_atime_ns, touched.stat().st_mtime_ns + 10**9))
-    _, _, again = load_encoder_hparams_and_params("124M", str(models_dir))
-    assert checked == [params["wpe"].shape]  # that file only, and it still matches
-    np.testing.assert_array_equal(again["wpe"], params["wpe"])
-
-
-def test_a_copied_folder_is_checked_in_full_once_then_by_its_stamps(tiny, tmp_path,
-                                                                   monkeypatch):
-    """A copy that changed every file's time (cp -r) is read whole at its first start only:
-    that check records the new stamps in the manifest, and the tensors' files are untouched."""
-    from picogpt.files import store
-
-    models_dir = tmp_path / "models"
-    shutil.copytree(tiny.models_dir, models_dir)  # copy2; the checkpoint's stamps are kept
-    params_dir = models_dir / "124M" / "params"
-    files = sorted(params_dir.glob("*.npy"))
-    later = 10**9 + max(file.stat().st_mtime_ns for file in files)
-    for file in files:  # as cp -r leaves them: a second later, whatever the clock did
-        os.utime(file, ns=(later, later))
-    before = {file: (file.read_bytes(), file.stat().st_mtime_ns) for file in files}
-    checked = []
-    real_crc32 = store.crc32
-    monkeypatch.setattr(store, "crc32", lambda array: checked.append(array.shape)
-                        or real_crc32(array))
-    _, _, params = load_encoder_hparams_and_params("124M", str(models_dir))
-    assert len(checked) == len(files)  # the first start reads every byte
-    checked.clear()
-    _, _, again = load_encoder_hparams_and_params("124M", str(models_dir))
-    assert checked == []  # and the next compares stamps only
-    np.testing.assert_array_equal(again["wte"], params["wte"])
-    assert {file: (file.read_bytes(), file.stat().st_mtime_ns) for file in files} == before
-    manifest = json.loads((params_dir / "manifest.json").read_text())
-    assert {name: meta["stamp"] for name, meta in manifest["tensors"].items()} == {
-        file.stem: [file.stat().st_size, file.stat().st_mtime_ns] for file in files}
-
-
-def test_a_copy_picogpt_cannot_write_still_loads(tiny, tmp_path, monkeypatch):
-    """A read-only copy keeps its manifest (and its full check at every start) and loads."""
+    every byte took 2 s of a 1558M start), even when every file's time changed."""
     from picogpt.files import store
 
     models_dir = tmp_path / "models"
     shutil.copytree(tiny.models_dir, models_dir)
-    manifest = models_dir / "124M" / "params" / "manifest.json"
-    text = manifest.read_text()
-    for file in manifest.parent.glob("*.npy"):
+    for file in (models_dir / "124M").rglob("*"):
         os.utime(file, ns=(0, 0))
-
-    def refused(path, value):
-        raise PermissionError(13, "Permission denied", str(path))
-
-    monkeypatch.setattr(store, "write_json_atomic", refused)
+    checked = []
+    real_crc32 = store.crc32
+    monkeypatch.setattr(store, "crc32", lambda array: checked.append(array.shape)
+                        or real_crc32(array))
     _, _, params = load_encoder_hparams_and_params("124M", str(models_dir))
-    assert params["wte"].shape == (50257, 64) and manifest.read_text() == text
+    assert checked == [] and params["wte"].shape == (50257, 64)
+
+
+def tree(folder: Path) -> dict[str, tuple]:
+    """Every path under folder with its kind, bytes and modification time: what a write moves."""
+    return {str(path.relative_to(folder)): (path.is_dir(), path.stat().st_mtime_ns,
+                                            None if path.is_dir() else path.read_bytes())
+            for path in sorted(folder.rglob("*"))}
+
+
+# Run in a child without TensorFlow (None in sys.modules makes `import tensorflow` fail), and
+# stop at the first attempt to change anything under the folder: a read-only folder refuses
+# writes only to a user other than root, and CI runs as root
+UNTOUCHED = """
+import os, sys
+folder = os.path.realpath(sys.argv[1])
+WRITES = ("os.rename", "os.remove", "os.rmdir", "os.mkdir", "os.utime", "os.chmod",
+          "os.truncate", "shutil.rmtree", "shutil.copyfile", "shutil.move")
+
+def inside(path):
+    return isinstance(path, (str, bytes, os.PathLike)) and os.path.realpath(
+        os.fsdecode(path)).startswith(folder)
+
+def watch(event, args):
+    if event == "open" and inside(args[0]) and (
+            any(c in (args[1] or "") for c in "wax+") or (args[2] or 0) & (
+                os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC)):
+        raise SystemExit(f"opened {args[0]} to write")
+    if event in WRITES and any(inside(arg) for arg in args):
+        raise SystemExit(f"{event} {args}")
+
+sys.addaudithook(watch)
+sys.modules["tensorflow"] = None
+from picogpt.cli.run import main
+main(sys.argv[2:])
+"""
+
+
+@pytest.mark.parametrize("kind", ["converted checkpoint", "the docs' demo"])
+def test_a_cloned_read_only_folder_runs_without_tensorflow_and_is_not_written(
+        kind, tiny, tmp_path):
+    """A folder copied as a clone or cp -r leaves it (every file's time new), then made read
+    only, runs without TensorFlow: the docs' own command on docs/induction/demo (a model that
+    python -m picogpt.train wrote), and a converted 124M whose checkpoint is still there.
+    Nothing under it changes, nor is anything opened to write."""
+    if kind == "the docs' demo":
+        source, size, prompt = Path(__file__).parents[1] / "docs" / "induction", "demo", "t5 t10"
+    else:
+        source, size, prompt = tiny.models_dir, "124M", "hi"
+    models_dir = tmp_path / "models"
+    shutil.copytree(source, models_dir, copy_function=shutil.copyfile)  # no times kept
+    later = 10**9 + max(path.stat().st_mtime_ns for path in source.rglob("*"))
+    for path in models_dir.rglob("*"):
+        os.utime(path, ns=(later, later))
+    args = [prompt, "--model_size", size, "--n_tokens", "4", "--models_dir", str(models_dir)]
+    before = tree(models_dir)
+    subprocess.run(["chmod", "-R", "a-w", str(models_dir)], check=True)
+    try:
+        done = subprocess.run([sys.executable, "-c", UNTOUCHED, str(models_dir), *args],
+                              capture_output=True, text=True, timeout=300)
+    finally:
+        subprocess.run(["chmod", "-R", "u+w", str(models_dir)], check=True)
+    assert (done.returncode, done.stderr) == (0, "")
+    shutil.copytree(source, tmp_path / "kept")  # times kept: the folder as it was written
+    assert done.stdout == picogpt(*args[:-1], str(tmp_path / "kept")).stdout
+    assert tree(models_dir) == before
+
+
+def test_another_checkpoint_of_the_same_size_is_converted_again(tiny, tmp_path):
+    """The checkpoint params/ was built from is known by its index's CRC-32, not by its files'
+    times: an index changed in place, its size and time as they were, makes params/ stale."""
+    from picogpt.files.store import read_params
+
+    models_dir = tmp_path / "models"
+    shutil.copytree(tiny.models_dir, models_dir)
+    model_dir = models_dir / "124M"
+    assert read_params(model_dir) is not None
+    index = model_dir / "model.ckpt.index"
+    times = index.stat()
+    data = bytearray(index.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    index.write_bytes(bytes(data))
+    os.utime(index, ns=(times.st_atime_ns, times.st_mtime_ns))
+    assert read_params(model_dir) is None
+
+
+def test_a_folder_converted_by_an_earlier_picogpt_loads_by_its_sizes(tiny, tmp_path):
+    """params/ format 3 recorded sizes and times; after a copy its times are wrong, its sizes
+    right: it loads, and it is stale once a checkpoint file's size changes."""
+    from picogpt.files.store import read_params
+
+    models_dir = tmp_path / "models"
+    shutil.copytree(tiny.models_dir, models_dir)
+    model_dir = models_dir / "124M"
+    manifest_json = model_dir / "params" / "manifest.json"
+    manifest = json.loads(manifest_json.read_text())
+    manifest_json.write_text(json.dumps({
+        "format": 3, "source": {name: [s["size"], 1] for name, s in manifest["source"].items()},
+        "tensors": {name: {"shape": meta["shape"], "crc32": meta["crc32"],
+                           "stamp": [meta["size"], 1]}
+                    for name, meta in manifest["tensors"].items()}}))
+    arrays = read_params(model_dir)
+    assert arrays is not None and arrays.keys() == manifest["tensors"].keys()
+    with open(model_dir / "model.ckpt.index", "ab") as f:
+        f.write(b"\0")
+    assert read_params(model_dir) is None

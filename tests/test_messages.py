@@ -8,9 +8,11 @@ the source, a reader written here parses the .po, and the standard library's get
 """
 
 import ast
+import errno
 import gettext
 import os
 import re
+import socket
 import string
 import subprocess
 import sys
@@ -226,3 +228,84 @@ def test_the_catalog_holds_no_message_picogpt_no_longer_says():
             if isinstance(call.args[0], ast.Constant)}
     stale = [key for key in read_po(PO) if key and key not in said]
     assert not stale, "entries of picogpt.po no _() uses:\n" + "\n".join(map(repr, stale))
+
+
+def test_os_reasons_are_given_in_the_users_language():
+    """errors.reason: the common errno values in the catalog's words (in English, the C
+    library's own, os.strerror), any other errno in the system's English, the OSError behind
+    another error found, and a text that is not UTF-8 said by its byte."""
+    for number in errors.OS_REASONS:
+        error = OSError(number, os.strerror(number))
+        with errors.speaking("en"):
+            if sys.platform == "linux":  # the ids are glibc's words
+                assert errors.reason(error) == os.strerror(number)
+        with errors.speaking("zh"):
+            said = errors.reason(error)
+        assert said != os.strerror(number) and re.search(r"[\u4e00-\u9fff]", said), said
+    with errors.speaking("zh"):
+        assert errors.reason(OSError(errno.ELOOP, os.strerror(errno.ELOOP))) == os.strerror(
+            errno.ELOOP)
+        try:
+            try:
+                raise ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused")
+            except OSError as refused:
+                raise RuntimeError("the hub is unreachable") from refused
+        except RuntimeError as error:
+            assert errors.reason(error) == "连接被拒绝"
+        try:
+            b"ab\xe9".decode("utf-8")
+        except UnicodeDecodeError as error:
+            assert errors.reason(error) == "第 2 个字节是 0xe9，不是 UTF-8"
+        assert errors.reason(ValueError("bad\nvalue")) == "ValueError: bad"
+        assert errors.reason(errors.PicoGPTError("在这里说")) == "在这里说"
+
+
+def test_a_missing_file_a_taken_port_and_a_folder_are_refused_in_chinese(tmp_path):
+    """The reasons the operating system gives ("No such file or directory", "Address already in
+    use", a folder where a file was expected) reach a Chinese user in Chinese: from the command
+    line, the explore server and the exercises."""
+    from picogpt.exercises import load_file
+    from picogpt.web.server import ExploreServer
+
+    done = run_picogpt("zh_CN.UTF-8", "--prompt_file", str(tmp_path / "missing.txt"))
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+    assert "没有这个文件或目录" in done.stderr and "No such file" not in done.stderr
+    with socket.socket() as taken, errors.speaking("zh"):
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        with pytest.raises(errors.PicoGPTError, match="（地址已被占用）"):
+            ExploreServer(None, taken.getsockname()[1])
+        with pytest.raises(errors.PicoGPTError, match="（这是一个目录）"):
+            load_file(str(tmp_path))
+    with socket.socket() as taken, errors.speaking("en"):
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        with pytest.raises(errors.PicoGPTError, match=r"\(Address already in use\)"):
+            ExploreServer(None, taken.getsockname()[1])
+
+
+# Where an OSError's strerror or an exception's class name may still reach a message: the
+# training command's rooms, which are being restructured (errors.reason replaces these there),
+# and the exercises' report of an error the learner's own code raised, named as Python names it
+UNTRANSLATED = {"picogpt/cli/checkpoint.py": 2, "picogpt/cli/training.py": 1,
+                "picogpt/cli/prepare.py": 1, "picogpt/exercises/__init__.py": 2,
+                "picogpt/exercises/checks.py": 3}
+
+
+def test_os_reasons_and_error_names_go_through_errors_reason():
+    """Outside errors.py, no message takes e.strerror (or getattr(e, "strerror")) or an error's
+    type(e).__name__ / e.__class__.__name__: errors.reason gives them in the user's language."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        where = str(path.relative_to(PACKAGE.parent))
+        if where == "picogpt/errors.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            strerror = (isinstance(node, ast.Attribute) and node.attr == "strerror"
+                        or isinstance(node, ast.Constant) and node.value == "strerror")
+            class_name = isinstance(node, ast.Attribute) and node.attr == "__name__" and (
+                isinstance(node.value, ast.Call) and getattr(node.value.func, "id", "") == "type"
+                or isinstance(node.value, ast.Attribute) and node.value.attr == "__class__")
+            if strerror or class_name:
+                found[where] = found.get(where, 0) + 1
+    assert found == UNTRANSLATED

@@ -30,7 +30,7 @@ import fire
 import fire.helptext
 import fire.trace
 
-from ..errors import PicoGPTError, _
+from ..errors import PicoGPTError, _, reason
 
 TEXT = (str, str | None)  # annotations of the parameters whose values stay as typed
 # how a true-or-false flag's value may be written (any case); --name alone is true
@@ -73,13 +73,13 @@ def words_for_fire(argv: list[str], function: Callable, program: str, positional
             continue
         name, has_value, value = arg[2:].partition("=")
         if name not in params:
-            reason = misplaced(name)
-            if reason is None:
+            problem = misplaced(name)
+            if problem is None:
                 guess = difflib.get_close_matches(name, list(params), n=1, cutoff=0.6)
                 hint = (_("did you mean --{guess}?").format(guess=guess[0]) if guess
                         else _("see {program} --help.").format(program=program))
-                reason = _("unknown flag --{name}; {hint}").format(name=name, hint=hint)
-            raise PicoGPTError(reason)
+                problem = _("unknown flag --{name}; {hint}").format(name=name, hint=hint)
+            raise PicoGPTError(problem)
         if params[name].annotation is bool:
             command.append(f"--{name}={switch(name, value if has_value else None)}")
             switched = (i, name)  # where the word after it is, and its name
@@ -195,7 +195,7 @@ prompt: str, prompt_file: str | None) -> str:
             prompt = data.decode("utf-8")
         except OSError as e:
             raise PicoGPTError(_("cannot read --prompt_file {file}: {reason}.").format(
-                file=prompt_file, reason=e.strerror)) from None
+                file=prompt_file, reason=reason(e))) from None
         except UnicodeDecodeError as e:
             raise PicoGPTError(_("--prompt_file {file} is not UTF-8 text (byte {at} is {byte}); "
                                  "save it as UTF-8.").format(

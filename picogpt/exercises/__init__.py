@@ -12,7 +12,7 @@ import traceback
 import types
 from pathlib import Path
 
-from picogpt.errors import PicoGPTError, _
+from picogpt.errors import PicoGPTError, _, reason
 
 from .cases import FUNCTIONS
 from .checks import Result, check_all
@@ -31,7 +31,7 @@ def load_file(path: str) -> types.ModuleType:
                              "python -m picogpt.exercises new {file}").format(file=path)) from None
     except (OSError, UnicodeDecodeError) as e:
         raise PicoGPTError(_("cannot read {file} as UTF-8 text ({reason}).").format(
-            file=path, reason=type(e).__name__)) from None
+            file=path, reason=reason(e))) from None
     module = types.ModuleType(Path(path).stem)
     module.__file__ = path
     try:

@@ -11,12 +11,7 @@ import math
 import numpy as np
 
 from picogpt import model
-
-
-def N_(message: str) -> str:
-    """Mark message for the catalog; it is translated where it is printed (gettext's N_)."""
-    return message
-
+from picogpt.errors import N_
 
 HINTS = {
     "unbiased": N_(
@@ -30,6 +25,15 @@ HINTS = {
         "large logits give inf or nan: np.exp overflows float32 above about 88. Look at what "
         "you do to x before np.exp; softmax is unchanged when every entry of a row has the same "
         "number subtracted."),
+    "softmax_shift": N_(
+        "your output matches softmax with a maximum subtracted that is not each row's own (the "
+        "whole array's, or each column's). softmax is unchanged only when every entry of a row "
+        "has the same number subtracted, and a row far below the whole array's maximum becomes "
+        "0 / 0 = nan. Look at which maximum you take."),
+    "softmax_axis": N_(
+        "each row of your output should sum to 1, and does not: your output matches exp_x "
+        "divided by sums taken along another axis (or over the whole array). Each row holds one "
+        "position's scores; look at which axis np.sum adds along."),
     "erf": N_(
         "your output matches GELU's exact form with erf, up to 5e-4 away from the tanh form "
         "GPT-2 was trained with. Look at which formula you wrote."),
@@ -83,10 +87,25 @@ def relu(x):
     return np.maximum(x, 0)
 
 
-def softmax_unshifted(x):
-    """softmax without subtracting each row's maximum first."""
-    exp_x = np.exp(x)
-    return exp_x / np.sum(exp_x, axis=-1, keepdims=True)
+def softmax_slip(x, shift="row", axis=-1):
+    """softmax subtracting the maximum of each row, of each column, of the whole array ("all")
+    or nothing (None) first, and dividing by sums along axis (-1, 0, or None: the whole array)."""
+    maximum = {"row": lambda: np.max(x, axis=-1, keepdims=True),
+               "column": lambda: np.max(x, axis=0, keepdims=True),
+               "all": lambda: np.max(x), None: lambda: 0}[shift]()
+    exp_x = np.exp(x - maximum)
+    return exp_x / np.sum(exp_x, axis=axis, keepdims=True)
+
+
+def softmax_slips() -> list:
+    """Each wrong pairing of softmax's maximum and its sum, with its hints: the sum's axis
+    (softmax_axis), nothing subtracted (softmax_max: overflow), another maximum (softmax_shift)."""
+    shift_hint = {"row": (), None: ("softmax_max",), "column": ("softmax_shift",),
+                  "all": ("softmax_shift",)}
+    return [(("softmax_axis",) * (axis != -1) + shift_hint[shift],
+             lambda x, shift=shift, axis=axis: softmax_slip(x, shift, axis))
+            for shift in (None, "row", "column", "all") for axis in (-1, 0, None)
+            if (shift, axis) != ("row", -1)]
 
 
 def layer_norm_slip(x, g, b, eps=1e-5, ddof=0, std_plus_eps=False):
@@ -174,7 +193,7 @@ def upper(n, dtype):  # -> [n, n]
 
 SLIPS = {  # function -> [(hint keys, the function with that slip)], tried in this order
     "gelu": [(("erf",), gelu_erf), (("relu",), relu)],
-    "softmax": [(("softmax_max",), softmax_unshifted)],
+    "softmax": softmax_slips(),
     "layer_norm": [
         (("unbiased",), lambda x, g, b: layer_norm_slip(x, g, b, ddof=1)),
         (("unbiased", "eps_outside"), lambda x, g, b: layer_norm_slip(x, g, b, ddof=1,

@@ -7,7 +7,7 @@ raises NotImplementedError) and `write_template`, which never replaces a file th
 
 from pathlib import Path
 
-from picogpt.errors import PicoGPTError, _
+from picogpt.errors import PicoGPTError, _, reason
 
 TEMPLATE = '''"""我的 GPT-2：亲手写种子 001 的十个函数。
 My GPT-2: seed 001's ten functions, written by hand.
@@ -152,4 +152,4 @@ def write_template(path: str) -> None:
                                  file=path)) from None
     except OSError as e:
         raise PicoGPTError(_("cannot write {file}: {reason}.").format(
-            file=path, reason=e.strerror)) from None
+            file=path, reason=reason(e))) from None

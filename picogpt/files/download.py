@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from ..errors import PicoGPTError, _
+from ..errors import PicoGPTError, _, reason
 from .store import model_lock, read_json, write_json_atomic
 
 BASE_URL = "https://openaipublic.blob.core.windows.net/gpt-2/models"
@@ -64,13 +64,13 @@ def download_file(url: str, path: Path, timeout: float = 30.0, backoff: float = 
             raise PicoGPTError(_("{url} is not a valid address: check --base_url (or "
                                  "PICOGPT_BASE_URL).").format(url=url)) from None
         except (requests.ConnectionError, requests.Timeout, IncompleteError, ServerError) as e:
-            reason = why_it_failed(e, timeout)
-            if attempt == RETRIES or reason == offline():  # waiting will not bring a network back
+            why = why_it_failed(e, timeout)
+            if attempt == RETRIES or why == offline():  # waiting will not bring a network back
                 tries = (_("1 try") if attempt == 0 else _("{n} tries").format(n=attempt + 1))
                 raise PicoGPTError(_(
                     "could not download {url} ({reason}; {tries}). If you are offline, copy the "
                     "seven files ({files}) into {folder}/ by hand; a partial download resumes "
-                    "when you run again.").format(url=url, reason=reason, tries=tries,
+                    "when you run again.").format(url=url, reason=why, tries=tries,
                                                   files=", ".join(FILES), folder=path.parent)
                 ) from None
             time.sleep(backoff * 2**attempt)
@@ -149,7 +149,7 @@ def receive(url: str, part: Path, timeout: float) -> None:
                 seconds=f"{timeout:g}")) from None
         except OSError as e:  # after requests' errors: they are OSErrors too
             raise PicoGPTError(_("cannot write {file}: {reason}. Free some disk space or choose "
-                                 "another --models_dir.").format(file=part, reason=e.strerror)
+                                 "another --models_dir.").format(file=part, reason=reason(e))
                                ) from None
     size = part.stat().st_size
     if total is not None and size != total:

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ..encoder import Encoder
-from ..errors import PicoGPTError, _
+from ..errors import PicoGPTError, _, reason
 from .hub import hub_cache, hub_folder, is_model_id  # noqa: F401 (hub_cache: hf's too)
 from .params import check_hparams, check_shapes, fit_vocabulary, nest
 from .vocab import read_vocab
@@ -79,7 +79,7 @@ def read_config(folder: Path) -> dict[str, int]:
         config = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise PicoGPTError(_("cannot read {file}: {reason}.").format(
-            file=folder / CONFIG, reason=getattr(e, "strerror", None) or e)) from None
+            file=folder / CONFIG, reason=reason(e))) from None
     if not isinstance(config, dict) or config.get("model_type") != "gpt2":
         kind = config.get("model_type") if isinstance(config, dict) else None
         raise PicoGPTError(_("{file} describes a {kind} model; picogpt runs GPT-2's "

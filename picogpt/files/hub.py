@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..errors import PicoGPTError, _
+from ..errors import PicoGPTError, _, reason
 
 WEIGHTS, CONFIG = "model.safetensors", "config.json"
 VOCABULARIES = (("vocab.json", "merges.txt"),  # byte-level BPE: GPT-2's
@@ -144,11 +144,9 @@ def hub_errors(model_id: str) -> Iterator[None]:
 
 def unreachable(model_id: str, where: str, error: Exception) -> PicoGPTError:
     """The hub could not be reached, or stopped answering in the middle of a file."""
-    reason = str(error).splitlines()[0] if str(error) else ""
     return PicoGPTError(_("--hf {model_id}: cannot download from {where} ({error}); nothing "
                           "half-downloaded is kept. Check the connection and run again.").format(
-                              model_id=model_id, where=where,
-                              error=type(error).__name__ + (": " + reason if reason else "")))
+                              model_id=model_id, where=where, error=reason(error)))
 
 
 

@@ -1,16 +1,16 @@
 """The converted store: `params/`, one memory-mapped `.npy` per tensor, written whole or not at all.
 
-It writes and reads `models_dir/<name>/params/` (with a manifest of shapes, CRC-32s, sizes and
-times), holds the folder lock and the JSON helpers, and writes the folder `python -m picogpt.train`
-makes (`save_model`).
+It writes and reads `models_dir/<name>/params/` (with a manifest of shapes, CRC-32s and sizes),
+holds the folder lock and the JSON helpers, and writes the folder `python -m picogpt.train` makes
+(`save_model`).
 
 The files are read back and checked against their CRC-32s once, right after writing. Later runs
-memory-map them after comparing each file's size and modification time with the manifest's (a
-full check of every byte of a 1558M model took 2 s of every start: docs/performance.md), and a
-file whose size or time changed is still used if its CRC-32 matches (a copy that kept every
-byte, such as cp -r); then the manifest records its new stamp, so only that start reads it
-whole. A run never replaces a folder's params/ with half of a new one: a new one is written
-beside it and swapped in with a rename.
+memory-map them after comparing each file's size and header (shape, float32) with the manifest's
+(a full check of every byte of a 1558M model took 2 s of every start: docs/performance.md). The
+check holds nothing a copy changes, such as a file's time, so a folder copied (cp -r), cloned or
+mounted read-only runs as it was written; and reading never writes into the folder. A run never
+replaces a folder's params/ with half of a new one: a new one is written beside it and swapped in
+with a rename.
 """
 
 import contextlib
@@ -25,14 +25,17 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from ..errors import PicoGPTError, _
+from ..errors import PicoGPTError, _, reason
 from .params import HPARAMS, flatten
 
 # Version of params/. 2 stores linear weights column-major: the same [n_in, n_out] shape and
 # values, but x @ w then runs OpenBLAS's faster dot-product kernel (docs/performance.md). 3
-# records each file's size and modification time, checked at start instead of every byte.
-PARAMS_FORMAT = 3
-# the checkpoint files params/ is built from: when their stamps change, params/ is stale
+# recorded each file's size and modification time, checked at start instead of every byte; a
+# copy changes the times, so 4 records sizes, and the checkpoint by its index's CRC-32. Format 3
+# folders still load, by their sizes.
+PARAMS_FORMAT = 4
+READABLE_FORMATS = (3, 4)
+# the checkpoint files params/ is built from: when they change, params/ is stale
 SOURCE_FILES = ("model.ckpt.data-00000-of-00001", "model.ckpt.index")
 
 
@@ -63,7 +66,7 @@ def model_lock(model_dir: Path):
         lock = open(model_dir / ".lock", "a")
     except OSError as e:
         raise PicoGPTError(_("cannot write to {folder}: {reason}. Choose a folder you can write "
-                             "with --models_dir.").format(folder=model_dir, reason=e.strerror)
+                             "with --models_dir.").format(folder=model_dir, reason=reason(e))
                            ) from None
     with lock:
         try:
@@ -80,17 +83,34 @@ def model_lock(model_dir: Path):
         yield  # closing the file releases the lock
 
 
-def stamp(path: Path) -> list[int]:
-    """A file's size and modification time: cheap to read, and both change when it is written."""
-    stat = path.stat()
-    return [stat.st_size, stat.st_mtime_ns]
-
-
-def source_stamps(model_dir: Path) -> dict[str, list[int]] | None:
-    """Stamps of the checkpoint files params/ is built from; None once they are deleted."""
+def source_stamps(model_dir: Path) -> dict[str, dict[str, int]] | None:
+    """What identifies the checkpoint params/ is built from, or None once its files are deleted:
+    the data file's size, and the index's size and CRC-32. The index (a few KB) lists
+    each tensor's offset, size and checksum in the data file, so another checkpoint of the same
+    shape has another index; and a copy keeps every byte of it."""
     if not all((model_dir / name).is_file() for name in SOURCE_FILES):
         return None
-    return {name: stamp(model_dir / name) for name in SOURCE_FILES}
+    data, index = (model_dir / name for name in SOURCE_FILES)
+    return {data.name: {"size": data.stat().st_size},
+            index.name: {"size": index.stat().st_size, "crc32": zlib.crc32(index.read_bytes())}}
+
+
+def built_from(recorded: dict | None, source: dict | None) -> bool:
+    """Whether params/, whose manifest recorded the checkpoint as recorded, was built from the
+    checkpoint now in its folder (source, from source_stamps); a deleted checkpoint leaves
+    params/ as all there is."""
+    if source is None or recorded == source:
+        return True
+    if not isinstance(recorded, dict) or any(isinstance(s, dict) for s in recorded.values()):
+        return False
+    # format 3: [size, modification time] each; the time is whatever the last copy left
+    return {name: s[0] for name, s in recorded.items()} == {
+        name: s["size"] for name, s in source.items()}
+
+
+def file_size(meta: dict) -> int:
+    """The size the manifest records for a tensor's file (format 3: its stamp's first half)."""
+    return meta["size"] if "size" in meta else meta["stamp"][0]
 
 
 def crc32(array: np.ndarray) -> int:
@@ -100,47 +120,28 @@ def crc32(array: np.ndarray) -> int:
 
 def read_params(model_dir: Path) -> dict[str, np.ndarray] | None:
     """The stored tensors by flat name, memory-mapped, or None if params/ is absent, stale
-    (its checkpoint changed) or damaged."""
+    (its checkpoint changed) or damaged. Nothing is written, so a read-only folder loads."""
     # Mapped, not read: mapped files cost nothing to open and share the page cache; copies in
     # memory decode a little faster but cost more at every start (docs/performance.md)
     params_dir = model_dir / "params"
     manifest = read_json(params_dir / "manifest.json")
-    source = source_stamps(model_dir)
-    if not isinstance(manifest, dict) or manifest.get("format") != PARAMS_FORMAT or (
-            source is not None and manifest.get("source") != source):
+    if not isinstance(manifest, dict) or manifest.get("format") not in READABLE_FORMATS:
         return None
-    arrays, restamped = {}, {}
+    arrays = {}
     try:
+        if not built_from(manifest.get("source"), source_stamps(model_dir)):
+            return None
         for name, meta in manifest["tensors"].items():
             file = params_dir / f"{name}.npy"
+            if file.stat().st_size != file_size(meta):  # cut short, or grown, since written
+                return None
             array = np.asarray(np.load(file, mmap_mode="r"))
             if list(array.shape) != meta["shape"] or array.dtype != np.float32:
                 return None
-            # touched since it was verified: by a copy (cp -r) that kept every byte, or not
-            if stamp(file) != meta["stamp"]:
-                if crc32(array) != meta["crc32"]:
-                    return None
-                restamped[name] = stamp(file)
             arrays[name] = array
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # missing or malformed
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):  # malformed
         return None
-    if arrays and restamped:
-        restamp(params_dir, manifest, restamped)
     return arrays or None
-
-
-def restamp(params_dir: Path, manifest: dict, stamps: dict[str, list[int]]) -> None:
-    """Record the stamps of files whose every byte was just found to match its CRC-32, so the
-    next start compares stamps again instead of reading them all. Only the manifest, picogpt's
-    own note, is rewritten (the tensors' files are not touched); a folder picogpt may not write
-    (a read-only copy) keeps its old manifest and is checked in full at each start."""
-    tensors = {name: {**meta, "stamp": stamps.get(name, meta["stamp"])}
-               for name, meta in manifest["tensors"].items()}
-    # another run may have rewritten params/ meanwhile: refresh only what this run read
-    if read_json(params_dir / "manifest.json") != manifest:
-        return
-    with contextlib.suppress(OSError):
-        write_json_atomic(params_dir / "manifest.json", {**manifest, "tensors": tensors})
 
 
 def write_params(model_dir: Path, named_arrays, source) -> dict[str, np.ndarray]:
@@ -179,7 +180,8 @@ def write_tensors(named_arrays, out_dir: Path) -> dict[str, dict]:
         if crc32(written) != checksum:
             raise PicoGPTError(_("{file} does not read back as written (disk full or failing?); "
                                  "free some space and run again.").format(file=file))
-        tensors[name] = {"shape": list(array.shape), "crc32": checksum, "stamp": stamp(file)}
+        tensors[name] = {"shape": list(array.shape), "crc32": checksum,
+                         "size": file.stat().st_size}
     return tensors
 
 
@@ -207,7 +209,7 @@ def save_model(model_dir: Path, hparams: dict[str, int], params: dict, vocab_dir
     except OSError as e:
         raise PicoGPTError(_("cannot write the model to {folder}: {reason}. Choose another "
                              "--name or --models_dir.").format(folder=model_dir,
-                                                               reason=e.strerror)) from None
+                                                               reason=reason(e))) from None
 
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

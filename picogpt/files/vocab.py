@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..chars import START, UNKNOWN, Chars
 from ..encoder import END_OF_TEXT, N_MERGES, N_VOCAB, SPECIAL, Encoder, bytes_to_unicode
-from ..errors import PicoGPTError, _
+from ..errors import PicoGPTError, _, reason
 from ..wordpiece import WordPiece
 from .store import read_json
 
@@ -132,9 +132,8 @@ def read_bpe(tokens_file: Path, merges_file: Path, sizes: tuple[int, int] | None
     try:
         lines = merges_file.read_text(encoding="utf-8").split("\n")
     except (OSError, UnicodeDecodeError) as e:
-        reason = e.strerror if isinstance(e, OSError) else _("it is not UTF-8 text")
         raise PicoGPTError(_("cannot read {file} ({reason}); {fix}.").format(
-            file=merges_file, reason=reason, fix=fix)) from None
+            file=merges_file, reason=reason(e), fix=fix)) from None
 
     merges = [tuple(line.split()) for line in lines if line and not line.startswith("#version")]
     return bpe_encoder(table, merges, sizes, (str(tokens_file), str(merges_file)), fix)
@@ -198,9 +197,8 @@ def read_wordpiece(folder: Path, fix: str) -> WordPiece:
     try:  # universal newlines, as transformers' load_vocab reads it: \r\n ends a line too
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
-        reason = e.strerror if isinstance(e, OSError) else _("it is not UTF-8 text")
         raise PicoGPTError(_("cannot read {file} ({reason}); {fix}.").format(
-            file=path, reason=reason, fix=fix)) from None
+            file=path, reason=reason(e), fix=fix)) from None
     tokens = text.split("\n")
     if tokens[-1] == "":  # the newline that ends the last line starts no token
         tokens.pop()

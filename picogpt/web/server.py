@@ -33,7 +33,7 @@ import sys
 import threading
 from urllib.parse import urlparse
 
-from ..errors import PicoGPTError, _, speaking, whole_number
+from ..errors import PicoGPTError, _, reason, speaking, whole_number
 from . import gate
 from .calls import Calls, bug
 from .gate import settings
@@ -56,7 +56,7 @@ class ExploreServer(http.server.ThreadingHTTPServer):
         except OSError as e:
             raise PicoGPTError(_("cannot serve on 127.0.0.1:{port} ({reason}); choose another "
                                  "--port, or leave it unset for a free one.").format(
-                                     port=port, reason=e.strerror)) from None
+                                     port=port, reason=reason(e))) from None
         session.set_text(prompt)
         self.session, self.secret = session, secrets.token_urlsafe(24)
         self.host = f"127.0.0.1:{self.server_port}"
