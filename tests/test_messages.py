@@ -287,9 +287,7 @@ def test_a_missing_file_a_taken_port_and_a_folder_are_refused_in_chinese(tmp_pat
 # Where an OSError's strerror or an exception's class name may still reach a message: the
 # training command's rooms, which are being restructured (errors.reason replaces these there),
 # and the exercises' report of an error the learner's own code raised, named as Python names it
-UNTRANSLATED = {"picogpt/cli/checkpoint.py": 2, "picogpt/cli/training.py": 1,
-                "picogpt/cli/prepare.py": 1, "picogpt/exercises/__init__.py": 2,
-                "picogpt/exercises/checks.py": 3}
+UNTRANSLATED = {"picogpt/exercises/__init__.py": 2, "picogpt/exercises/checks.py": 3}
 
 
 def test_os_reasons_and_error_names_go_through_errors_reason():

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import PicoGPTError, _
+from ..errors import PicoGPTError, _, reason
 from ..files.params import flatten, nest
 from ..files.store import read_json, save_model, write_json_atomic, write_params
 from ..tasks import Run, Task
@@ -72,7 +72,7 @@ def begin(part: Path, record: dict) -> None:
             name=part.name.removesuffix(".part"), part=part)) from None
     except OSError as e:
         raise PicoGPTError(_("cannot write to {folder}: {reason}. Choose a folder you can write "
-                             "with --models_dir.").format(folder=part, reason=e.strerror)) from None
+                             "with --models_dir.").format(folder=part, reason=reason(e))) from None
     write_json_atomic(part / "run.json", record)
 
 
@@ -179,7 +179,7 @@ def write_checkpoint(part: Path, step: int, params: dict, state: dict, best: dic
         tmp.unlink(missing_ok=True)
         raise PicoGPTError(_("cannot write the checkpoint of step {step} to {part}: {reason}. "
                              "Free some space; the last checkpoint is kept.").format(
-            step=step, part=part, reason=e.strerror)) from None
+            step=step, part=part, reason=reason(e))) from None
 
 
 def read_checkpoint(part: Path) -> dict:
@@ -203,12 +203,12 @@ def read_checkpoint(part: Path) -> dict:
         return {"step": about["step"], "params": params, "state": state, "best": best,
                 "curve": about["curve"]}
     except FileNotFoundError:
-        reason = _("the run stopped before its first measurement, so there is none")
+        why = _("the run stopped before its first measurement, so there is none")
     except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile):
-        reason = _("it is damaged")
+        why = _("it is damaged")
     raise PicoGPTError(_("cannot go on from {file}: {reason}. Delete {part} and train again; "
                          "the model kept so far, if any, is in {model}.").format(
-        file=path, reason=reason, part=part, model=part.with_name(part.name.removesuffix(".part"))))
+        file=path, reason=why, part=part, model=part.with_name(part.name.removesuffix(".part"))))
 
 
 def save_run_model(model_dir: Path, run_id: str, hparams: dict, params: dict, vocab_dir,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from ..errors import PicoGPTError, _
+from ..errors import PicoGPTError, _, reason
 from ..tasks import Plan, Run
 from ..tasks.probes import best_heads
 from ..train import Diverged, Stopped, learn
@@ -138,9 +138,8 @@ def save_or_keep(run: Run, plan: Plan, part: Path, params: dict, curve: dict, re
         return _("the model of step {step} (held-out loss {loss:.3f} nats per token) is in "
                  "{folder}.").format(step=best["step"], loss=best["held_out"], folder=model_dir)
     except PicoGPTError as e:
-        reason = getattr(e.__context__, "strerror", None) or str(e)
         failed = _("cannot write the model to {folder} ({reason});").format(
-            folder=model_dir, reason=reason)
+            folder=model_dir, reason=reason(e.__context__ or e))
     if keep_in_part(part, *args):
         kept = _("the model of step {step} is kept in {part}, a model folder picogpt runs "
                  "(--model_size {part_name} --models_dir {models_dir}); rename it, or free the "

@@ -12,7 +12,7 @@ import json
 import re
 from pathlib import Path
 
-from ..errors import PicoGPTError, _
+from ..errors import PicoGPTError, _, reason
 from ..tasks.poems import PUNCTUATION
 from ..tasks.text import paragraphs
 from ..wordpiece import is_chinese
@@ -89,7 +89,7 @@ def read_text(text_file: str) -> str:
         return Path(text_file).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise PicoGPTError(_("cannot read {file} as UTF-8 text ({error}); give a UTF-8 text "
-                             "file.").format(file=text_file, error=e.__class__.__name__)
+                             "file.").format(file=text_file, error=reason(e))
                            ) from None
 
 
