@@ -514,3 +514,22 @@ def test_a_model_that_is_not_gpt2s_size_is_asked_for_its_own_start_and_end_token
         score([1, 2, 64], params, 2, start_id=63)
     gpt2_sized = init_params({**hparams, "n_vocab": 50257}, np.random.default_rng(0))
     assert len(score([1, 2, 3], gpt2_sized, 2)) == 3  # after <|endoftext|>, as before
+
+
+def test_a_wordpiece_stop_text_counts_the_space_the_prompts_last_word_puts_before_it(tiny):
+    """The prompt "w3" and the stop text " wN", where wN is the first word generated: WordPiece
+    spaces two words apart, so the text after the prompt is " wN" at once and the sample ends
+    after one token (generate began without the prompt's last token and wrote "wN", so it went
+    on: two tokens or more where one is right). The terminal counts the same way."""
+    from picogpt.cli.terminal import stream_text
+    from picogpt.wordpiece import WordPiece
+
+    hparams, params = load(tiny.models_dir)
+    encoder = WordPiece([*(f"w{i}" for i in range(hparams["n_vocab"] - 1)), "[CLS]"])
+    prompt = encoder.encode("w3")
+    free = list(generate(prompt, params, hparams["n_head"], 4, stop_at_end=False))
+    stop = " " + encoder.decode(free[:1])
+    assert "".join(stream_text(free, encoder, after=prompt)).startswith(stop)
+    ended = list(generate(prompt, params, hparams["n_head"], 4, stop=stop, encoder=encoder,
+                          stop_at_end=False))
+    assert ended == free[:1]
