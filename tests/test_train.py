@@ -228,9 +228,7 @@ def test_a_copied_model_folder_loads_and_a_damaged_one_says_to_train_again(train
     _, _, original = load_encoder_hparams_and_params("tiny", str(models_dir))
     np.testing.assert_array_equal(params["wte"], original["wte"])
     tensor = copy / "tiny" / "params" / "wpe.npy"
-    data = bytearray(tensor.read_bytes())
-    data[-8] ^= 0x40
-    tensor.write_bytes(bytes(data))
+    tensor.write_bytes(tensor.read_bytes()[:-8])  # cut short: sizes are checked at each start
     done = picogpt("hi", "--model_size", "tiny", "--models_dir", str(copy))
     assert_one_line_error(done, "is missing or damaged, and")
     assert "has no checkpoint to rebuild it from; train the model again." in done.stderr
