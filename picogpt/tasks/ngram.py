@@ -29,11 +29,21 @@ def bigram_loss(train_ids: np.ndarray, held_ids: np.ndarray, n_vocab: int) -> fl
     """Mean -ln p(w | u) (nats per token) over the pairs (u, w) of held_ids, with
     p(w | u) = (count(u, w) + T(u) p(w)) / (count(u) + T(u)): T(u) is how many kinds of tokens
     followed u in training, p(w) the unigram model's. A u never seen in training gives p(w)."""
-    unigram = unigram_probs(train_ids, n_vocab)
-    pairs, counts = np.unique(train_ids[:-1] * n_vocab + train_ids[1:], return_counts=True)
-    before = np.bincount(train_ids[:-1], minlength=n_vocab)  # [n_vocab] count(u), as a first
+    return aligned_loss(train_ids[:-1], train_ids[1:], held_ids[:-1], held_ids[1:],
+                        unigram_probs(train_ids, n_vocab))
+
+
+def aligned_loss(given: np.ndarray, following: np.ndarray, held_given: np.ndarray,
+                 held_following: np.ndarray, unigram: np.ndarray) -> float:
+    """Mean -ln p(w | u) over the held-out pairs (u, w), counted from the training pairs
+    (given[i], following[i]) and smoothed as bigram_loss is (Witten-Bell, towards unigram): the
+    bigram model when u is the token before w; the couplet task's table when u is the 上句's
+    character at the place of the 下句's w."""
+    n_vocab = len(unigram)
+    pairs, counts = np.unique(given * n_vocab + following, return_counts=True)
+    before = np.bincount(given, minlength=n_vocab)  # [n_vocab] count(u), as a first
     kinds = np.bincount(pairs // n_vocab, minlength=n_vocab)  # [n_vocab] T(u)
-    u, w = held_ids[:-1], held_ids[1:]
+    u, w = held_given, held_following
     place = np.searchsorted(pairs, u * n_vocab + w).clip(max=len(pairs) - 1)
     pair_count = np.where(pairs[place] == u * n_vocab + w, counts[place], 0)  # count(u, w)
     seen = before[u] > 0

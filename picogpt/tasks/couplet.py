@@ -1,0 +1,283 @@
+"""The couplet task, 对对子: the 2017 encoder-decoder (transformer.py) answers a 上句 with a 下句.
+
+    python -m picogpt.train --task couplet --name dui --text chinese-poetry/
+    picogpt "海阔凭鱼跃" --model_size dui --top_k 8
+
+Every 联 of a poem whose two 句 have five or seven characters each is a pair: the encoder reads
+the 上句, and the decoder writes the 下句 a character at a time after the start token, then the
+end (the same token: a character vocabulary's <|start|> also ends). The held-out pairs come from
+whole poems never trained on; the 颔联 and 颈联 of regulated verse (律诗), where character i of the
+下句 answers character i of the 上句 (对仗), are also measured apart. The loss is read beside two
+baselines on the same tokens: a unigram model of the 下句's characters, and a table of which
+character stands in the 下句 at the place of the 上句's (P(下句 char i | 上句 char i)); both give
+the end the unigram model's probability of an end.
+
+A 下句 is written with the 上句's length: a mask on the logits (no end before it, only the end
+after it), as constraints.py masks a poem's form. `answer` is the one function a learner calls.
+"""
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..chars import Chars, count_chars
+from ..errors import PicoGPTError, _, whole_number
+from ..sampling import Sampling, sample_rngs
+from ..transformer import decode, encode, init_params, logits
+from ..transformer_backward import loss_and_grads
+from . import Plan, Run, Task
+from .ngram import aligned_loss, unigram_probs
+from .poems import PUNCTUATION
+
+NO_PAD = -1  # every batch holds pairs of one length: no id is padding
+COUPLET = re.compile(f"([^{PUNCTUATION}\n]+)，([^{PUNCTUATION}\n]+)[。？！；]")
+
+
+@dataclass(frozen=True)
+class Options:
+    """The couplet task's own settings."""
+
+    n_held_out: int = field(default=2000, metadata={"help": (
+        "poems set aside whole, never trained on; their pairs measure the loss.")})
+    n_dec_layer: int | None = field(default=None, metadata={"help": (
+        "decoder blocks (by default as many as --n_layer, the encoder's).")})
+
+
+def pairs(poem: str) -> list[tuple[str, str, int]]:
+    """The poem's 联 whose two 句 are both five or both seven characters: (上句, 下句, which 联
+    of the poem it is, counting from 0)."""
+    found = [(first, second) for first, second in COUPLET.findall(poem)]
+    return [(first, second, i) for i, (first, second) in enumerate(found)
+            if len(first) == len(second) and len(first) in (5, 7)]
+
+
+def is_middle(poem_pairs: list, i: int) -> bool:
+    """Whether pair i of a poem is its 颔联 or 颈联: the poem is a 律诗 (four 联 of one length)
+    and the pair is its second or third."""
+    return len(poem_pairs) == 4 and len({len(p[0]) for p in poem_pairs}) == 1 and i in (1, 2)
+
+
+@dataclass(frozen=True)
+class Pairs:
+    """Held-out or training pairs as ids, by length: {length: (sources, targets_in, targets_out,
+    middle)} with sources [n, length], targets [n, length + 1], middle [n] bool."""
+
+    by_length: dict
+
+    @property
+    def n_tokens(self) -> int:
+        return sum(out.size for _, _, out, _ in self.by_length.values())
+
+
+def as_ids(found: list[tuple[str, str, bool]], encoder) -> Pairs:
+    """Pairs (上句, 下句, is it a 颔联 or 颈联) as ids, grouped by length."""
+    by_length = {}
+    for length in sorted({len(first) for first, _, _ in found}):
+        rows = [(first, second, middle) for first, second, middle in found
+                if len(first) == length]
+        src = np.array([encoder.encode(first) for first, _, _ in rows])  # [n, length]
+        tgt = np.array([encoder.encode(second) for _, second, _ in rows])  # [n, length]
+        start = np.full((len(rows), 1), encoder.start)
+        by_length[length] = (src, np.concatenate([start, tgt], 1),
+                             np.concatenate([tgt, start], 1),
+                             np.array([middle for _, _, middle in rows]))
+    return Pairs(by_length)
+
+
+def split(poems: list[str], n_held_out: int, seed: int = 43) -> tuple[list, list]:
+    """(training, held-out) pairs (上句, 下句, middle): the held-out ones from n_held_out whole
+    poems drawn at random (the same draw whatever --seed), less any pair a training poem also
+    holds, so that no held-out pair is trained on."""
+    with_pairs = [(poem, pairs(poem)) for poem in poems]
+    with_pairs = [(poem, found) for poem, found in with_pairs if found]
+    held = set(np.random.default_rng(seed).choice(
+        len(with_pairs), min(n_held_out, len(with_pairs) // 2), replace=False).tolist())
+    train, test = [], []
+    for i, (_poem, found) in enumerate(with_pairs):
+        rows = [(first, second, is_middle(found, j)) for first, second, j in found]
+        (test if i in held else train).extend(rows)
+    seen = {(first, second) for first, second, _ in train}
+    return train, [row for row in test if (row[0], row[1]) not in seen]
+
+
+def batches(train: Pairs, n_batch: int, rng: np.random.Generator):
+    """Endless batches of n_batch pairs of one length, the length drawn as often as it has
+    pairs: (sources, targets_in, targets_out)."""
+    lengths = list(train.by_length)
+    weights = np.array([len(train.by_length[n][0]) for n in lengths], float)
+    while True:
+        src, tgt_in, tgt_out, _ = train.by_length[lengths[rng.choice(len(lengths),
+                                                                    p=weights / weights.sum())]]
+        rows = rng.integers(0, len(src), n_batch)
+        yield src[rows], tgt_in[rows], tgt_out[rows]
+
+
+def held_out_losses(params: dict, held: Pairs, n_head: int, norm_first: bool,
+                    n_rows: int = 512) -> dict:
+    """The mean loss (nats per token: the 下句's characters and its end) on every held-out pair,
+    and on the 颔联 and 颈联 alone."""
+    total, middle, n_total, n_middle = 0.0, 0.0, 0, 0
+    for src, tgt_in, tgt_out, is_mid in held.by_length.values():
+        for start in range(0, len(src), n_rows):
+            rows = slice(start, start + n_rows)
+            nll = token_losses(params, src[rows], tgt_in[rows], tgt_out[rows], n_head,
+                               norm_first)  # [n, length + 1]
+            total, n_total = total + nll.sum(), n_total + nll.size
+            middle, n_middle = middle + nll[is_mid[rows]].sum(), n_middle + nll[is_mid[rows]].size
+    return {"held_out": round(total / n_total, 4),
+            "held_out_middle": round(middle / max(1, n_middle), 4)}
+
+
+def token_losses(params: dict, src: np.ndarray, tgt_in: np.ndarray, tgt_out: np.ndarray,
+                 n_head: int, norm_first: bool) -> np.ndarray:  # -> [n, n_tgt]
+    """-log p of each target id, the decoder run once over the whole target (teacher forcing)."""
+    memory = encode(src, params, n_head, NO_PAD, norm_first)
+    out = decode(tgt_in, memory, params, n_head, NO_PAD, np.zeros((1, src.shape[-1]), np.float32),
+                 norm_first)
+    scores = logits(out, params).astype(np.float64)  # [n, n_tgt, n_vocab]
+    scores -= scores.max(-1, keepdims=True)
+    log_p = scores - np.log(np.exp(scores).sum(-1, keepdims=True))
+    return -np.take_along_axis(log_p, tgt_out[..., None], -1)[..., 0]
+
+
+def baselines(train: Pairs, held: Pairs, n_vocab: int, end: int) -> dict:
+    """The unigram model of the 下句's characters and the position-aligned table, on the
+    held-out tokens (both give the end the unigram's probability of an end); all pairs and the
+    颔联 and 颈联 alone."""
+    train_src = np.concatenate([s.ravel() for s, _, _, _ in train.by_length.values()])
+    train_tgt = np.concatenate([o[:, :-1].ravel() for _, _, o, _ in train.by_length.values()])
+    train_out = np.concatenate([o.ravel() for _, _, o, _ in train.by_length.values()])
+    unigram = unigram_probs(train_out, n_vocab)  # [n_vocab] the 下句's characters and ends
+    result = {}
+    for name, keep in (("", lambda mid: np.ones_like(mid)), ("_middle", lambda mid: mid)):
+        src, tgt, ends = [], [], 0
+        for s, _, o, mid in held.by_length.values():
+            src.append(s[keep(mid)].ravel())
+            tgt.append(o[keep(mid)][:, :-1].ravel())
+            ends += int(keep(mid).sum())
+        src, tgt = np.concatenate(src), np.concatenate(tgt)
+        n = len(tgt) + ends
+        end_nll = -np.log(unigram[end]) * ends
+        uni = (-np.log(unigram[tgt]).sum() + end_nll) / max(1, n)
+        aligned = (aligned_loss(train_src, train_tgt, src, tgt, unigram) * len(tgt)
+                   + end_nll) / max(1, n)
+        result |= {f"unigram{name}": round(float(uni), 4),
+                   f"aligned{name}": round(float(aligned), 4)}
+    return result
+
+
+def answer(first: str, params: dict, hparams: dict, encoder, top_k: int | None = None,
+           top_p: float | None = None, temperature: float = 1.0, seed: int | None = None,
+           n_samples: int = 1) -> list[str]:
+    """下句 for a 上句: each exactly as long as the 上句 (the length is a mask on the logits: no
+    end before it, only the end after it), greedy unless top_k or top_p is set; sample i from
+    its own generator, as generate's samples.
+
+    >>> import numpy as np
+    >>> from picogpt.chars import Chars
+    >>> from picogpt.transformer import init_params
+    >>> encoder = Chars([*"春风秋月山水花鸟", "<|unknown|>", "<|start|>"])
+    >>> hparams = {"n_vocab": 10, "n_ctx": 16, "n_embd": 16, "n_head": 2, "n_layer": 1}
+    >>> params = init_params(hparams, np.random.default_rng(0))
+    >>> [len(line) for line in answer("春风花鸟月", params, hparams, encoder, top_k=3, seed=1,
+    ...                               n_samples=2)]
+    [5, 5]
+    """
+    n_head, norm_first = hparams["n_head"], hparams.get("norm_first", True)
+    src = np.array([encoder.encode(first)] * n_samples)  # [n_samples, length]
+    memory = encode(src, params, n_head, NO_PAD, norm_first)
+    sampling, rngs = Sampling(top_k, top_p, temperature, 1.0), sample_rngs(seed, n_samples)
+    tgt = np.full((n_samples, 1), encoder.start)
+    no_memory_mask = np.zeros((1, src.shape[-1]), np.float32)
+    characters = np.ones(encoder.n_vocab, bool)
+    characters[[encoder.start, encoder.unknown]] = False  # no end yet, and no unknown
+    for _step in range(src.shape[-1]):
+        out = decode(tgt, memory, params, n_head, NO_PAD, no_memory_mask, norm_first)
+        scores = np.where(characters, logits(out[:, -1], params), -np.inf)  # [n_samples, n_vocab]
+        filtered = sampling.filter(scores.astype(np.float32), None)
+        picked = [sampling.pick(row, rng) for row, rng in zip(filtered, rngs)]
+        tgt = np.concatenate([tgt, np.array(picked)[:, None]], 1)
+    return [encoder.decode(row[1:].tolist()) for row in tgt]
+
+
+def plan(run: Run, data) -> Plan:
+    """The couplet run of run's settings on data's poems (tasks.poems.Poems)."""
+    o, n_head = run.options, run.n_head
+    train_rows, held_rows = split(data.poems, o.n_held_out)
+    if not train_rows or not held_rows:
+        raise PicoGPTError(_("the poems hold {n} 联 of five or seven characters a 句; the couplet "
+                             "task needs some to train on and some to hold out. Give more "
+                             "poems.").format(n=len(train_rows) + len(held_rows)))
+    encoder = Chars(count_chars("".join(first + second for first, second, _ in train_rows)))
+    train, held = as_ids(train_rows, encoder), as_ids(held_rows, encoder)
+    hparams = {"model": "transformer", "n_vocab": encoder.n_vocab, "n_ctx": run.n_ctx,
+               "n_embd": run.n_embd, "n_head": n_head, "n_layer": run.n_layer,
+               "n_dec_layer": o.n_dec_layer or run.n_layer, "norm_first": True}
+    rng = np.random.default_rng(run.seed)
+    params = init_params(hparams, rng)
+    prompts = [first for first, _, _ in held_rows[:200]]
+    reference = {first: second for first, second, _ in held_rows[:200]}
+
+    def sample(params: dict, step: int) -> str:
+        first = prompts[(step // run.curve_every) % len(prompts)]
+        return f"{first}，{answer(first, params, hparams, encoder, top_k=8, seed=step)[0]}。"
+
+    def finish(params: dict) -> dict:
+        made = [answer(first, params, hparams, encoder, top_k=8, seed=i)[0]
+                for i, first in enumerate(prompts)]
+        return {"samples": [f"{first}，{second}。" for first, second in zip(prompts[:8], made)],
+                "pairs": [[first, second, reference[first]] for first, second in
+                          zip(prompts, made)]}
+
+    return Plan(
+        hparams=hparams, params=params, batches=batches(train, run.n_batch, rng),
+        loss_and_grads=lambda batch, params: loss_and_grads(*batch, params, n_head, NO_PAD,
+                                                            norm_first=True),
+        held_out=lambda params: held_out_losses(params, held, n_head, True),
+        files={"chars.json": encoder.tokens},
+        baselines=baselines(train, held, encoder.n_vocab, encoder.end), sample=sample,
+        curve={"held_out_tokens": held.n_tokens, "held_out_pairs": len(held_rows),
+               "training_pairs": len(train_rows)},
+        finish=finish, prompt=prompts[0], sampler={"top_k": 8})
+
+
+def check(run: Run) -> None:
+    """Raise PicoGPTError for the first of the task's settings that cannot train."""
+    whole_number("n_ctx", run.n_ctx, 8, hint=_("a 句 of seven characters and the start token"))
+    whole_number("n_held_out", run.options.n_held_out, 1)
+    if run.options.n_dec_layer is not None:
+        whole_number("n_dec_layer", run.options.n_dec_layer, 1)
+
+
+def summary(curve: dict, finish: dict) -> list[str]:
+    """The end of a couplet run: the held-out loss beside both baselines, for every pair and
+    for the 颔联 and 颈联, against the task's goals; a sample pair."""
+    best, base = curve["best"], curve["baselines"]
+    measured = next(m for m in curve["measured"] if m["step"] == best["step"])
+    lines = []
+    for which, key in ((_("every held-out 联"), ""), (_("the 颔联 and 颈联"), "_middle")):
+        held = measured[f"held_out{key}"]
+        under_aligned, under_unigram = base[f"aligned{key}"] - held, base[f"unigram{key}"] - held
+        lines.append(_("{which}: {held:.3f} nats per token (the 下句's characters and its end); "
+                       "aligned table {aligned:.3f}, unigram {unigram:.3f}: {a:.3f} under the "
+                       "table (goal ≥ 0.3) {mark_a}, {u:.3f} under the unigram (goal ≥ 1.0) "
+                       "{mark_u}.").format(
+            which=which, held=held, aligned=base[f"aligned{key}"], unigram=base[f"unigram{key}"],
+            a=under_aligned, u=under_unigram, mark_a="✓" if under_aligned >= 0.3 else "✗",
+            mark_u="✓" if under_unigram >= 1.0 else "✗"))
+    lines.append(_("sample: {sample}").format(sample=" / ".join(finish["samples"][:3])))
+    return lines
+
+
+def defaults(source: str | None) -> dict:
+    """The shared settings' defaults: the recipe docs/couplet.md measured on chinese-poetry's
+    Tang poems; on fortunes-zh (no --text) a run of the same shape, whose few pairs make it
+    a small demonstration."""
+    return {"n_layer": 2, "n_head": 4, "n_embd": 128, "n_ctx": 16, "n_batch": 64, "steps": 3000,
+            "lr": 1e-3, "warmup": None, "seed": 0, "curve_every": 500}
+
+
+TASK = Task(name="couplet", about="对对子: the 2017 encoder-decoder answers a 上句 with a 下句",
+            reads="poems", options=Options, defaults=defaults, plan=plan, check=check,
+            summary=summary, model_name="dui")
