@@ -89,7 +89,8 @@ def canonical(name: str) -> str | None:
     """The collection's own name for name (any case, spaces, - or _), or None."""
     key = re.sub(r"[\s_\-]", "", name).lower()
     for own, collection in COLLECTIONS.items():
-        if key == own or key in collection.folders or key in map(str.lower, collection.aliases):
+        names = (own, collection.chinese, *collection.folders, *collection.aliases)
+        if key in map(str.lower, names):
             return own
     return None
 
