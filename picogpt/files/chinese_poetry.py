@@ -25,11 +25,16 @@ from typing import NamedTuple
 
 from ..errors import PicoGPTError, _
 from ..wordpiece import is_chinese
+from .download import mirror
 
 REPOSITORY = "https://github.com/chinese-poetry/chinese-poetry"
 COMMIT = "99ebbef7e1345c0985c44b9fd96a3f9e776f117b"  # master on 2026-05-06
-ARCHIVE_MB = 90  # GitHub's .tar.gz of COMMIT, about (git archive of it: 82 MB without ci.db)
-UNPACKED_MB = 380  # the checkout it unpacks to, about: 2,285 files
+ARCHIVE = f"chinese-poetry-{COMMIT}.tar.gz"  # GitHub's name for it, and a mirror's
+# GitHub's .tar.gz of COMMIT and what it unpacks to (2,285 files), about: `git archive` of COMMIT
+# without 宋词/ci.db (which our copy lacked) is 91 MB and unpacks to 365 MB
+ARCHIVE_MB = 95
+UNPACKED_MB = 380
+MAX_ARCHIVE_BYTES = 512 << 20  # a download larger than this is not chinese-poetry
 MAX_FILE_BYTES = 64 << 20  # a JSON file larger than this is not read (the largest is 4.2 MB)
 
 
@@ -214,3 +219,18 @@ def simplifier() -> Callable[[str], str]:
                              "opencc-py where opencc will not install), or keep them "
                              "traditional with --traditional.")) from None
     return opencc.OpenCC("t2s").convert
+
+
+def archive_url(base_url: str | None = None) -> str:
+    """Where COMMIT's archive is: a mirror (base_url, else $PICOGPT_BASE_URL) serving it as
+    ARCHIVE, else GitHub."""
+    base = mirror(base_url)
+    return f"{base}/{ARCHIVE}" if base else f"{REPOSITORY}/archive/{COMMIT}.tar.gz"
+
+
+def check_checkout(folder: Path) -> None:
+    """Refuse an unpacked archive that does not hold chinese-poetry's Tang shi."""
+    if DEFAULT not in holdings(folder):
+        raise PicoGPTError(_("the archive holds no 全唐诗 folder with poet.tang.*.json files: it "
+                             "is not chinese-poetry. Check the download address (--base_url or "
+                             "PICOGPT_BASE_URL); nothing was written."))
