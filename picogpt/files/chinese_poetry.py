@@ -139,7 +139,7 @@ def find_collection(path: str | Path, collection: str | None = None) -> tuple[st
         raise PicoGPTError(_("{path} holds none of chinese-poetry's collections; give the "
                              "checkout's folder, its 全唐诗 folder, the npm package's package/ "
                              "folder or its dist/quantangshi.").format(path=path))
-    name = canonical(collection) if collection is not None else DEFAULT
+    name = canonical(str(collection)) if collection is not None else DEFAULT
     if name is None:
         raise PicoGPTError(_("--collection {name!r} is not a collection of chinese-poetry; "
                              "{path} holds {found}.").format(

@@ -33,7 +33,12 @@ class BadArchive(Exception):
 
 def check_new(folder: Path) -> None:
     """Refuse a folder that exists and holds something (or is a file), before any download."""
-    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+    try:
+        taken = folder.exists() and (not folder.is_dir() or any(folder.iterdir()))
+    except OSError as e:  # a folder that cannot be listed
+        raise PicoGPTError(_("cannot write {folder}: {reason}.").format(
+            folder=folder, reason=e.strerror)) from None
+    if taken:
         raise PicoGPTError(_("{folder} already exists and is not an empty folder; give a new "
                              "folder (picogpt never writes into one that holds files).").format(
                                  folder=folder))
