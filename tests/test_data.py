@@ -30,6 +30,9 @@ class ChunkedHandler(QuietHandler):
 
     def do_GET(self):
         self.server.requests.append((self.path, self.headers.get("Range")))
+        if getattr(self.server, "endless", None):
+            self.send_endlessly(self.server.endless)
+            return
         path = Path(self.directory) / self.path.lstrip("/")
         if not path.is_file():
             self.send_error(404)
@@ -44,6 +47,22 @@ class ChunkedHandler(QuietHandler):
             self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
         self.wfile.write(b"0\r\n\r\n")
         self.server.chunked_answers += 1
+        self.close_connection = True
+
+    def send_endlessly(self, most: int):
+        """Chunks of noise until the client hangs up or most bytes are sent; server.sent
+        counts them."""
+        self.send_response(200)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        chunk, self.server.sent = os.urandom(1 << 16), 0
+        try:
+            while self.server.sent < most:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                self.server.sent += len(chunk)
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:  # the client hung up, as it should past its limit
+            pass
         self.close_connection = True
 
     def log_message(self, format, *args):
@@ -181,6 +200,18 @@ def test_a_server_that_sends_too_much_is_cut_off(mirror, tmp_path, capsys, monke
     folder = tmp_path / "cp"
     line = one_line_exit_1(["chinese-poetry", str(folder), "--base_url", mirror.url], capsys)
     assert f"{mirror.url}/{ARCHIVE} sends more than 1 MB" in line
+    assert not folder.exists() and left_beside(folder) == ["corpus", "site"]
+
+
+def test_an_endless_answer_is_cut_off_at_the_limit(mirror, tmp_path, capsys, monkeypatch):
+    """Cut off while it comes, not after: the server, which would send 256 MB, sends about the
+    limit (1 MB) plus what the sockets' buffers hold before it sees the client hang up."""
+    monkeypatch.setattr("picogpt.cli.data.MAX_ARCHIVE_BYTES", 1 << 20)
+    mirror.endless = 256 << 20
+    folder = tmp_path / "cp"
+    line = one_line_exit_1(["chinese-poetry", str(folder), "--base_url", mirror.url], capsys)
+    assert "sends more than 1 MB" in line
+    assert mirror.sent < 64 << 20
     assert not folder.exists() and left_beside(folder) == ["corpus", "site"]
 
 
