@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "picogpt"
-MACHINERY = ("picogpt.cli", "picogpt.files", "picogpt.web")
+MACHINERY = ("picogpt.cli", "picogpt.data", "picogpt.files", "picogpt.web")
 # The doors: __init__.py is the package's front (it exports the loaders) and __main__.py runs
 # the picogpt command; `python -m picogpt.train` runs picogpt.cli.train as a program (runpy).
 DOORS = {("picogpt/__init__.py", None), ("picogpt/__main__.py", None)}
