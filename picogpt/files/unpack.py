@@ -121,7 +121,7 @@ def unpack_tar(archive: Path, target: Path, max_members: int = MAX_MEMBERS,
                     n_files += unpack_member(tar, member, target.joinpath(*parts))
     except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as e:
         raise BadArchive(_("not a whole .tar.gz: {error}").format(
-            error=str(e) or e.__class__.__name__)) from None
+            error=reason(e))) from None
     return n_files
 
 
