@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "picogpt"
-MACHINERY = ("picogpt.cli", "picogpt.files", "picogpt.web")
+MACHINERY = ("picogpt.cli", "picogpt.data", "picogpt.files", "picogpt.web")
 # The doors: __init__.py is the package's front (it exports the loaders), __main__.py runs the
 # picogpt command, and train.py's `if __name__ == "__main__"` block runs the training command
 # (python -m picogpt.train): an import the checker sees, made only when the book module is the
