@@ -19,6 +19,7 @@ from dataclasses import MISSING, fields
 from pathlib import Path
 
 from ..errors import PicoGPTError, _
+from ..files.chinese_poetry import find_collection, simplifier
 from ..files.load import read_encoder
 from ..files.poems import read_poems, read_text
 from ..tasks import SHARED, Run, Task, induction, poems, text
@@ -40,9 +41,11 @@ def read_text_data(run: Run) -> text.Text:
 
 
 def read_poems_data(run: Run) -> poems.Poems:
-    """The poems task's data: fortunes-zh's poems, a chinese-poetry folder's, or a text's."""
-    found, source = read_poems(run.text)
-    return poems.Poems(found, source, hashlib.sha256("\n\n".join(found).encode()).hexdigest())
+    """The poems of the poems and couplet tasks: fortunes-zh's, a collection of a chinese-poetry
+    folder's, or a text's."""
+    found, source, note = read_poems(run.text, run.options.collection, run.options.traditional)
+    digest = hashlib.sha256("\n\n".join(found).encode()).hexdigest()
+    return poems.Poems(found, source, digest, note)
 
 
 # The one table of tasks: name -> (the task, the reader of its data, or None: it makes its own)
@@ -56,10 +59,11 @@ TASKS: dict[str, tuple[Task, object]] = {
 SHARED_FLAGS = {
     "text": (str | None, "what to learn from: a UTF-8 text (the text task: paragraphs separated "
                          "by blank lines, every tenth held out to measure the loss), or for "
-                         "--task poems a text of one poem a paragraph or a folder of "
-                         "chinese-poetry's JSON (--task induction reads none)."),
-    "task": (str | None, "what to learn: text (the default), induction or poems; each has its "
-                         "own flags and defaults, below."),
+                         "--task poems and couplet chinese-poetry's folder or a text of one "
+                         "poem a paragraph (fortunes-zh when none; --task induction reads "
+                         "none)."),
+    "task": (str | None, "what to learn: text (the default), induction, poems or couplet; each "
+                         "has its own flags and defaults, below."),
     "name": (str | None, "the new model folder's name; run it with picogpt \"...\" --model_size "
                          "NAME. A folder that exists is never overwritten."),
     "models_dir": (str | None, "where the folder goes, as picogpt's --models_dir (models)."),
@@ -149,6 +153,10 @@ def build_run(given: dict) -> tuple[Run, Task]:
     task.check(run)
     check_memory(run.n_layer, run.n_head, run.n_embd, run.n_ctx, run.n_batch, 0)
     new_model_dir(run.models_dir, run.name)
+    if source == "chinese-poetry":  # the collection is there, and so is OpenCC when needed
+        find_collection(run.text, run.options.collection)
+        if not run.options.traditional:
+            simplifier()
     return run, task
 
 
@@ -173,6 +181,8 @@ def train_run(run: Run, task: Task, record: dict, resuming: bool) -> dict:
         lock = training_lock(part_dir(run.models_dir, run.name))  # noqa: F841
     reader = TASKS[run.task][1]
     data = reader(run) if reader else None
+    if getattr(data, "note", ""):
+        print(said(data.note), file=sys.stderr)
     digest = getattr(data, "digest", None)
     if resuming and record.get("digest") not in (None, digest):
         raise PicoGPTError(_("{text_file} changed since the run began, and a resumed run must "

@@ -36,13 +36,20 @@ class LoadedModel:
 
     @property
     def n_vocab(self) -> int:
-        """Tokens the model can give: wte's rows, never more than the vocabulary holds."""
-        return self.params["wte"].shape[0]
+        """Tokens the model can give: wte's rows (an encoder-decoder's table's), never more than
+        the vocabulary holds."""
+        return (self.params["wte"] if "wte" in self.params else self.params["embed"]).shape[0]
 
     @property
     def n_ctx(self) -> int:
-        """The longest context: wpe's rows."""
-        return self.params["wpe"].shape[0]
+        """The longest context: wpe's rows (an encoder-decoder's own n_ctx: its positions are
+        sinusoids, not a table)."""
+        return self.params["wpe"].shape[0] if "wpe" in self.params else self.hparams["n_ctx"]
+
+    @property
+    def seq2seq(self) -> bool:
+        """Whether it is the 2017 encoder-decoder (a couplet model), not a GPT-2."""
+        return self.hparams.get("model") == "transformer"
 
     @property
     def n_head(self) -> int:

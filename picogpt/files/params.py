@@ -5,6 +5,7 @@ It holds the one rename between a flat name and the nested dict the model splats
 have for given hparams, and the checks that they fit. Every loader and training use it.
 """
 
+import re
 from typing import Any
 
 import numpy as np
@@ -12,21 +13,35 @@ import numpy as np
 from ..errors import PicoGPTError, _
 
 HPARAMS = ("n_vocab", "n_ctx", "n_embd", "n_head", "n_layer")  # what hparams.json holds
+# ... and, for the 2017 encoder-decoder a couplet model is (tasks/couplet.py), these besides
+SEQ2SEQ = ("model", "n_dec_layer", "norm_first")
+BLOCK = re.compile(r"h\d+")  # a block's part of a flat name
 
 
 def nest(arrays: dict[str, np.ndarray]) -> dict[str, Any]:
-    """Flat names like "h3.attn.c_attn.w" -> params["blocks"][3]["attn"]["c_attn"]["w"]."""
-    n_layer = len({name.split(".")[0] for name in arrays if name.startswith("h")})
-    params: dict[str, Any] = {"blocks": [{} for _ in range(n_layer)]}
-    for name, array in arrays.items():
+    """Flat names like "h3.attn.c_attn.w" -> params["blocks"][3]["attn"]["c_attn"]["w"]; an h{i}
+    anywhere in a name is block i of the "blocks" beside it ("encoder.h0.attn.q.w" is the 2017
+    Transformer's params["encoder"]["blocks"][0]["attn"]["q"]["w"])."""
+    params: dict[str, Any] = {}
+    for name, array in sorted(arrays.items(), key=lambda item: block_order(item[0])):
         *path, leaf = name.split(".")
         node = params
-        if path and path[0].startswith("h"):  # the one rename: h{i} -> blocks[i]
-            node, path = params["blocks"][int(path[0][1:])], path[1:]
         for key in path:
-            node = node.setdefault(key, {})
+            if BLOCK.fullmatch(key):  # the one rename: h{i} -> blocks[i]
+                blocks = node.setdefault("blocks", [])
+                blocks.extend({} for _ in range(int(key[1:]) + 1 - len(blocks)))
+                node = blocks[int(key[1:])]
+            else:
+                node = node.setdefault(key, {})
         node[leaf] = array
+    if "wte" in params:  # a GPT-2 always has its list of blocks, even an empty one
+        params.setdefault("blocks", [])
     return params
+
+
+def block_order(name: str) -> list:
+    """A name's sort key in which h2 comes before h10."""
+    return [int(part[1:]) if BLOCK.fullmatch(part) else part for part in name.split(".")]
 
 
 def flatten(params: dict) -> dict[str, np.ndarray]:
@@ -36,13 +51,15 @@ def flatten(params: dict) -> dict[str, np.ndarray]:
     def walk(node, name: str) -> None:
         if isinstance(node, dict):
             for key, child in node.items():
-                walk(child, f"{name}.{key}" if name else key)
+                if key == "blocks":
+                    for i, block in enumerate(child):
+                        walk(block, f"{name}.h{i}" if name else f"h{i}")
+                else:
+                    walk(child, f"{name}.{key}" if name else key)
         else:
             flat[name] = node
 
-    walk({key: value for key, value in params.items() if key != "blocks"}, "")
-    for i, block in enumerate(params["blocks"]):
-        walk(block, f"h{i}")
+    walk(params, "")
     return flat
 
 
@@ -50,13 +67,16 @@ def fit_vocabulary(hparams: dict, params: dict, n_vocab: int) -> tuple[dict, dic
     """hparams and params with wte cut to the vocabulary's n_vocab rows. A model padded past its
     tokenizer (nanoGPT pads GPT-2's vocabulary to 50,304 rows, a multiple of 64, for speed)
     then never gives an id its vocabulary lacks; the rows cut were never a token's."""
-    if params["wte"].shape[0] <= n_vocab:
+    if "wte" not in params or params["wte"].shape[0] <= n_vocab:  # an encoder-decoder's own
         return hparams, params
     return {**hparams, "n_vocab": n_vocab}, {**params, "wte": params["wte"][:n_vocab]}
 
 
 def expected_shapes(hparams: dict[str, int]) -> dict[str, tuple[int, ...]]:
-    """The flat name and shape of every tensor a GPT-2 with these hparams has."""
+    """The flat name and shape of every tensor a GPT-2 (or, with "model": "transformer", the
+    2017 encoder-decoder) with these hparams has."""
+    if hparams.get("model") == "transformer":
+        return seq2seq_shapes(hparams)
     n_embd = hparams["n_embd"]
     block = {"ln_1.g": (n_embd,), "ln_1.b": (n_embd,), "ln_2.g": (n_embd,), "ln_2.b": (n_embd,),
              "attn.c_attn.w": (n_embd, 3 * n_embd), "attn.c_attn.b": (3 * n_embd,),
@@ -67,6 +87,30 @@ def expected_shapes(hparams: dict[str, int]) -> dict[str, tuple[int, ...]]:
             "ln_f.g": (n_embd,), "ln_f.b": (n_embd,),
             **{f"h{i}.{name}": shape for i in range(hparams["n_layer"])
                for name, shape in block.items()}}
+
+
+def seq2seq_shapes(hparams: dict) -> dict[str, tuple[int, ...]]:
+    """The flat name and shape of every tensor of the 2017 encoder-decoder with these hparams,
+    as transformer.init_params makes it (one table, "embed"; d_ff = 4 * n_embd)."""
+    d = hparams["n_embd"]
+    linear = {"w": (d, d), "b": (d,)}
+    attn = {f"{part}.{key}": shape for part in ("q", "k", "v", "c_proj")
+            for key, shape in linear.items()}
+    norm = {"g": (d,), "b": (d,)}
+    mlp = {"mlp.c_fc.w": (d, 4 * d), "mlp.c_fc.b": (4 * d,), "mlp.c_proj.w": (4 * d, d),
+           "mlp.c_proj.b": (d,)}
+
+    def block(kinds: tuple[str, ...], norms: int) -> dict:
+        return {**{f"{kind}.{k}": v for kind in kinds for k, v in attn.items()},
+                **{f"ln_{i}.{k}": v for i in range(1, norms + 1) for k, v in norm.items()}, **mlp}
+
+    shapes = {"embed": (hparams["n_vocab"], d)}
+    for stack, n, kinds in (("encoder", hparams["n_layer"], ("attn",)),
+                            ("decoder", hparams["n_dec_layer"], ("attn", "cross_attn"))):
+        shapes |= {f"{stack}.h{i}.{name}": shape for i in range(n)
+                   for name, shape in block(kinds, len(kinds) + 1).items()}
+        shapes |= {f"{stack}.ln_f.{k}": v for k, v in norm.items()}
+    return shapes
 
 
 def check_hparams(hparams: Any, source: str, fix: str, names=HPARAMS) -> dict[str, int]:
@@ -82,6 +126,16 @@ def check_hparams(hparams: Any, source: str, fix: str, names=HPARAMS) -> dict[st
         raise PicoGPTError(_("{source}: n_embd={n_embd} is not a multiple of n_head={n_head}; "
                              "{fix}.").format(source=source, n_embd=hparams["n_embd"],
                                               n_head=hparams["n_head"], fix=fix))
+    if hparams.get("model") is not None:  # an encoder-decoder (a couplet model)
+        n_dec = hparams.get("n_dec_layer")
+        if hparams["model"] != "transformer" or not (
+                isinstance(n_dec, int) and not isinstance(n_dec, bool) and n_dec > 0) or \
+                not isinstance(hparams.get("norm_first"), bool):
+            raise PicoGPTError(_("{source} names a model picogpt does not know (model "
+                                 "{model!r}; picogpt knows GPT-2 and the 2017 transformer, whose "
+                                 "hparams also give n_dec_layer and norm_first); {fix}.").format(
+                source=source, model=hparams["model"], fix=fix))
+        return {key: hparams[key] for key in (*HPARAMS, *SEQ2SEQ)}
     return {key: hparams[key] for key in HPARAMS}
 
 

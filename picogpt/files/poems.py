@@ -1,14 +1,13 @@
 """The poems task's data: classical Chinese verse and sayings, read and cleaned.
 
-Owns reading poems (Debian's fortunes-zh files, chinese-poetry's poet.*.json files, or a UTF-8
-text with one poem per paragraph, cut by the text task's one rule) and the cleaner that keeps
-only classical Chinese. It reads files and must not write, print or train: what a model meets of
+Owns reading poems (Debian's fortunes-zh files, a collection of chinese-poetry's folder through
+files/chinese_poetry.py, or a UTF-8 text with one poem per paragraph, cut by the text task's one
+rule) and the cleaner that keeps only classical Chinese. It reads files and must not write, print or train: what a model meets of
 the poems (held-out verses, windows, the form it keeps) is picogpt/tasks/poems.py's.
 
 fortunes-zh is GPL-3.0-or-later: picogpt reads it where Debian installs it and never ships it.
 """
 
-import json
 import re
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from ..errors import PicoGPTError, _, reason
 from ..tasks.poems import PUNCTUATION
 from ..tasks.text import paragraphs
 from ..wordpiece import is_chinese
+from .chinese_poetry import read_chinese_poetry
 
 FORTUNES = Path("/usr/share/games/fortunes")  # where Debian's fortunes-zh puts its files
 FORTUNE_FILES = ("tang300", "song100", "chinese")  # 唐诗三百首, 宋词一百首, sayings and verse
@@ -62,25 +62,40 @@ def read_fortunes(folder: Path | None = None) -> list[str] | None:
                    for poem in clean_fortunes(path.read_text(encoding="utf-8"))])
 
 
-def read_poems(text_file: str | None) -> tuple[list[str], str]:
-    """The poems to learn from and where they came from ("fortunes", "chinese-poetry" or
-    "text"): fortunes-zh's, a folder of chinese-poetry's JSON, or a text's paragraphs."""
+def read_poems(text_file: str | None, collection: str | None = None,
+               traditional: bool = False) -> tuple[list[str], str, str]:
+    """The poems to learn from, where they came from ("fortunes", "chinese-poetry" or "text"),
+    and a line that says what was read: fortunes-zh's, a collection of chinese-poetry's folder
+    (in simplified characters unless traditional), or a text's paragraphs."""
+    if collection is not None and (text_file is None or not Path(text_file).is_dir()):
+        raise PicoGPTError(_("--collection chooses one of chinese-poetry's collections; give "
+                             "--text chinese-poetry's folder with it, or drop it."))
+    note = ""
     if text_file is None:
         poems, source = read_fortunes(), "fortunes"
         if poems is None:
             raise PicoGPTError(_("no poems to learn from: fortunes-zh is not in {folder}. Run "
                                  "apt-get install fortunes-zh, or give --text a UTF-8 text (one "
-                                 "poem a paragraph) or a folder of chinese-poetry's poet.*.json "
-                                 "files.").format(folder=FORTUNES))
+                                 "poem a paragraph) or chinese-poetry's folder (python -m "
+                                 "picogpt.data chinese-poetry DIR gets it).").format(
+                                     folder=FORTUNES))
     elif Path(text_file).is_dir():
-        poems, source = read_poetry_json(Path(text_file)), "chinese-poetry"
+        read = read_chinese_poetry(text_file, collection, traditional)
+        poems, source = read.poems, "chinese-poetry"
+        note = _("read {n} poems of {collection} from {folder}, {script}; {skipped} entries "
+                 "skipped (not a poem, or malformed), {repeats} repeats dropped.").format(
+            n=len(poems), collection=read.collection, folder=text_file,
+            script=_("traditional characters") if traditional else _("simplified with OpenCC"),
+            skipped=read.skipped, repeats=read.repeats)
+        if read.unreadable:
+            note += " " + _("Not read: {files}.").format(files="; ".join(read.unreadable[:5]))
     else:
         poems, source = read_paragraphs(read_text(text_file)), "text"
     if len(poems) < 2:
         raise PicoGPTError(_("{text} holds {n} poems; the poems task needs two or more, one a "
                              "paragraph, to hold some out.").format(text=text_file or FORTUNES,
                                                                    n=len(poems)))
-    return poems, source
+    return poems, source, note
 
 
 def read_text(text_file: str) -> str:
@@ -91,17 +106,6 @@ def read_text(text_file: str) -> str:
         raise PicoGPTError(_("cannot read {file} as UTF-8 text ({error}); give a UTF-8 text "
                              "file.").format(file=text_file, error=reason(e))
                            ) from None
-
-
-def read_poetry_json(folder: Path) -> list[str]:
-    """The poems of chinese-poetry's poet.*.json files: lists of {"paragraphs": [...]}."""
-    poems = []
-    for path in sorted(folder.glob("poet.*.json")):
-        for poem in json.loads(path.read_text(encoding="utf-8")):
-            lines = poem.get("paragraphs") if isinstance(poem, dict) else None
-            if isinstance(lines, list) and all(isinstance(line, str) for line in lines):
-                poems.append("\n".join(line.strip() for line in lines if line.strip()))
-    return unique([poem for poem in poems if poem])
 
 
 def read_paragraphs(text: str) -> list[str]:

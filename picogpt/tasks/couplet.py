@@ -42,6 +42,12 @@ class Options:
         "poems set aside whole, never trained on; their pairs measure the loss.")})
     n_dec_layer: int | None = field(default=None, metadata={"help": (
         "decoder blocks (by default as many as --n_layer, the encoder's).")})
+    collection: str | None = field(default=None, metadata={"help": (
+        "which of chinese-poetry's collections --text's folder is read for: tangshi (the "
+        "default), songshi ... (their Chinese names too).")})
+    traditional: bool = field(default=False, metadata={"help": (
+        "keep chinese-poetry's traditional characters (by default OpenCC makes them "
+        "simplified, as learners type them).")})
 
 
 def pairs(poem: str) -> list[tuple[str, str, int]]:

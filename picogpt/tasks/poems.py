@@ -40,6 +40,12 @@ class Options:
         "all the poems and sayings.")})
     n_held_out: int = field(default=200, metadata={"help": (
         "verses set aside, never trained on, to measure the loss and the form.")})
+    collection: str | None = field(default=None, metadata={"help": (
+        "which of chinese-poetry's collections --text's folder is read for: tangshi (the "
+        "default), songshi, songci, shijing ... (their Chinese names too).")})
+    traditional: bool = field(default=False, metadata={"help": (
+        "keep chinese-poetry's traditional characters (by default OpenCC makes them "
+        "simplified, as learners type them).")})
 
 
 def half_lines(text: str) -> list[str]:
@@ -125,6 +131,7 @@ class Poems:
     poems: list[str]
     source: str
     digest: str = ""
+    note: str = ""  # what was read, said before training
 
 
 def plan(run: Run, data: Poems) -> Plan:
