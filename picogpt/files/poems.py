@@ -2,8 +2,9 @@
 
 Owns reading poems (Debian's fortunes-zh files, a collection of chinese-poetry's folder through
 files/chinese_poetry.py, or a UTF-8 text with one poem per paragraph, cut by the text task's one
-rule) and the cleaner that keeps only classical Chinese. It reads files and must not write, print or train: what a model meets of
-the poems (held-out verses, windows, the form it keeps) is picogpt/tasks/poems.py's.
+rule) and the cleaner that keeps only classical Chinese. It reads files and must not write,
+print or train: what a model meets of the poems (held-out verses, windows, the form it keeps) is
+picogpt/tasks/poems.py's.
 
 fortunes-zh is GPL-3.0-or-later: picogpt reads it where Debian installs it and never ships it.
 """

@@ -73,21 +73,21 @@ class Pairs:
 
     @property
     def n_tokens(self) -> int:
-        return sum(out.size for _, _, out, _ in self.by_length.values())
+        return sum(out.size for _s, _i, out, _m in self.by_length.values())
 
 
 def as_ids(found: list[tuple[str, str, bool]], encoder) -> Pairs:
     """Pairs (上句, 下句, is it a 颔联 or 颈联) as ids, grouped by length."""
     by_length = {}
-    for length in sorted({len(first) for first, _, _ in found}):
+    for length in sorted({len(first) for first, _second, _middle in found}):
         rows = [(first, second, middle) for first, second, middle in found
                 if len(first) == length]
-        src = np.array([encoder.encode(first) for first, _, _ in rows])  # [n, length]
-        tgt = np.array([encoder.encode(second) for _, second, _ in rows])  # [n, length]
+        src = np.array([encoder.encode(first) for first, _second, _middle in rows])  # [n, length]
+        tgt = np.array([encoder.encode(second) for _first, second, _middle in rows])  # [n, length]
         start = np.full((len(rows), 1), encoder.start)
         by_length[length] = (src, np.concatenate([start, tgt], 1),
                              np.concatenate([tgt, start], 1),
-                             np.array([middle for _, _, middle in rows]))
+                             np.array([middle for _first, _second, middle in rows]))
     return Pairs(by_length)
 
 
@@ -103,7 +103,7 @@ def split(poems: list[str], n_held_out: int, seed: int = 43) -> tuple[list, list
     for i, (_poem, found) in enumerate(with_pairs):
         rows = [(first, second, is_middle(found, j)) for first, second, j in found]
         (test if i in held else train).extend(rows)
-    seen = {(first, second) for first, second, _ in train}
+    seen = {(first, second) for first, second, _middle in train}
     return train, [row for row in test if (row[0], row[1]) not in seen]
 
 
@@ -113,7 +113,7 @@ def batches(train: Pairs, n_batch: int, rng: np.random.Generator):
     lengths = list(train.by_length)
     weights = np.array([len(train.by_length[n][0]) for n in lengths], float)
     while True:
-        src, tgt_in, tgt_out, _ = train.by_length[lengths[rng.choice(len(lengths),
+        src, tgt_in, tgt_out, _middle = train.by_length[lengths[rng.choice(len(lengths),
                                                                     p=weights / weights.sum())]]
         rows = rng.integers(0, len(src), n_batch)
         yield src[rows], tgt_in[rows], tgt_out[rows]
@@ -151,14 +151,14 @@ def baselines(train: Pairs, held: Pairs, n_vocab: int, end: int) -> dict:
     """The unigram model of the 下句's characters and the position-aligned table, on the
     held-out tokens (both give the end the unigram's probability of an end); all pairs and the
     颔联 and 颈联 alone."""
-    train_src = np.concatenate([s.ravel() for s, _, _, _ in train.by_length.values()])
-    train_tgt = np.concatenate([o[:, :-1].ravel() for _, _, o, _ in train.by_length.values()])
-    train_out = np.concatenate([o.ravel() for _, _, o, _ in train.by_length.values()])
+    train_src = np.concatenate([s.ravel() for s, _i, _o, _m in train.by_length.values()])
+    train_tgt = np.concatenate([o[:, :-1].ravel() for _s, _i, o, _m in train.by_length.values()])
+    train_out = np.concatenate([o.ravel() for _s, _i, o, _m in train.by_length.values()])
     unigram = unigram_probs(train_out, n_vocab)  # [n_vocab] the 下句's characters and ends
     result = {}
     for name, keep in (("", lambda mid: np.ones_like(mid)), ("_middle", lambda mid: mid)):
         src, tgt, ends = [], [], 0
-        for s, _, o, mid in held.by_length.values():
+        for s, _tgt_in, o, mid in held.by_length.values():
             src.append(s[keep(mid)].ravel())
             tgt.append(o[keep(mid)][:, :-1].ravel())
             ends += int(keep(mid).sum())
@@ -215,15 +215,15 @@ def plan(run: Run, data) -> Plan:
         raise PicoGPTError(_("the poems hold {n} 联 of five or seven characters a 句; the couplet "
                              "task needs some to train on and some to hold out. Give more "
                              "poems.").format(n=len(train_rows) + len(held_rows)))
-    encoder = Chars(count_chars("".join(first + second for first, second, _ in train_rows)))
+    encoder = Chars(count_chars("".join(first + second for first, second, _middle in train_rows)))
     train, held = as_ids(train_rows, encoder), as_ids(held_rows, encoder)
     hparams = {"model": "transformer", "n_vocab": encoder.n_vocab, "n_ctx": run.n_ctx,
                "n_embd": run.n_embd, "n_head": n_head, "n_layer": run.n_layer,
                "n_dec_layer": o.n_dec_layer or run.n_layer, "norm_first": True}
     rng = np.random.default_rng(run.seed)
     params = init_params(hparams, rng)
-    prompts = [first for first, _, _ in held_rows[:200]]
-    reference = {first: second for first, second, _ in held_rows[:200]}
+    prompts = [first for first, _second, _middle in held_rows[:200]]
+    reference = {first: second for first, second, _middle in held_rows[:200]}
 
     def sample(params: dict, step: int) -> str:
         first = prompts[(step // run.curve_every) % len(prompts)]
