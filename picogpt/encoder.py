@@ -132,7 +132,7 @@ def model_tokens(n_vocab: int, encoder=None, needed: bool = True) -> tuple[int |
             n_vocab=n_vocab, gpt2=N_VOCAB))
     else:
         return None, None
-    wrong = [i for i in tokens if not 0 <= i < n_vocab]
+    wrong = [i for i in tokens if i is not None and not 0 <= i < n_vocab]  # None: it has none
     if wrong:
         raise PicoGPTError(_("the vocabulary's start or end token, id {id}, is not one of the "
                              "model's {n_vocab} tokens; use the model's own vocabulary.").format(

@@ -6,7 +6,7 @@ from test_train import SHAPES, batch, float64, random_params, torch_loss_and_gra
 
 from picogpt import backward, fasttrain
 from picogpt.files.params import flatten
-from picogpt.train import adamw, learn, learning_rate
+from picogpt.train import adamw, gpt2_step, learn, learning_rate
 from scripts.fixtures.reference import hf_name
 
 
@@ -62,7 +62,7 @@ def test_the_training_loop_takes_the_readable_steps():
     params = float64(random_params(hparams, seed=10))
     rng = np.random.default_rng(11)
     windows = [(ids[:, :-1], ids[:, 1:]) for ids in rng.integers(0, 300, (3, 4, 17))]
-    learned, _ = learn(params, iter(windows), 3, 1e-2, 1, 4, {"loss": []}, 50)
+    learned, _ = learn(params, iter(windows), 3, 1e-2, 1, gpt2_step(4), {"loss": []}, 50)
     theirs, state = params, {"step": 0}
     for step, (inputs, targets) in enumerate(windows):
         _, grads = backward.loss_and_grads(inputs, targets, theirs, 4)

@@ -694,11 +694,11 @@ def test_the_closing_hint_is_a_prompt_from_the_models_own_text(tmp_path):
     assert f'Try: picogpt "{tenth[:5]}" --model_size shi' in last and "Once" not in last
 
 
-@pytest.mark.parametrize("flags", [["--vocab", "chars"], ["--n_vocab", "300"]])
+@pytest.mark.parametrize("flags", [["--vocab", "chars"], ["--n_vocab", "280"]])
 def test_a_text_of_one_long_paragraph_is_cut_at_its_sentences(flags, tmp_path):
     """120 copies of a sentence on one line (no blank line, one line): the one paragraph rule
     cuts it at sentence ends, every tenth sentence is held out, and it trains (it was refused as
-    'fewer than two paragraphs', with --n_vocab 300 as a vocabulary with nothing to merge)."""
+    'fewer than two paragraphs', with --n_vocab as a vocabulary with nothing to merge)."""
     from picogpt.tasks.text import paragraphs
 
     sentence = "The river runs past the old stone mill and on to the sea. "

@@ -306,7 +306,7 @@ def test_a_run_whose_loss_runs_away_stops_in_one_line_and_keeps_its_last_good_mo
                    "--n_batch", "4", "--steps", "60", "--curve_every", "1", "--lr", lr,
                    entry=main)
     assert_ends_in_one_line_error(done, "training diverged at step ")
-    assert f"the learning rate --lr {float(lr)} is too high" in done.stderr
+    assert f"the learning rate --lr {lr} is too high" in done.stderr
     assert "Warning" not in done.stderr and "by heart" not in done.stderr
     assert not (models_dir / "wild.part").exists()
     curve = json.loads((models_dir / "wild" / "curve.json").read_text(encoding="utf-8"))

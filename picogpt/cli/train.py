@@ -151,7 +151,8 @@ def build_run(given: dict) -> tuple[Run, Task]:
               options=options)
     check_run(run)
     task.check(run)
-    check_memory(run.n_layer, run.n_head, run.n_embd, run.n_ctx, run.n_batch, 0)
+    check_memory(run.n_layer, run.n_head, run.n_embd, run.n_ctx, run.n_batch,
+                 task.vocab_size(run))  # once more when the data has told the vocabulary
     new_model_dir(run.models_dir, run.name)
     if source == "chinese-poetry":  # the collection is there, and so is OpenCC when needed
         find_collection(run.text, run.options.collection)

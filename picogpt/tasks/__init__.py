@@ -91,6 +91,7 @@ class Task:
     defaults: Callable[[str | None], dict]
     plan: Callable[[Run, Any], Plan]
     check: Callable[[Run], None]
+    vocab_size: Callable[[Run], int]  # the tokens a run's vocabulary holds, 0 if its data tells
     summary: Callable[[dict, dict], list[str]]
     model_name: str  # the --name a run takes when none is given
 

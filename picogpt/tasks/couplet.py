@@ -286,4 +286,4 @@ def defaults(source: str | None) -> dict:
 
 TASK = Task(name="couplet", about="对对子: the 2017 encoder-decoder answers a 上句 with a 下句",
             reads="poems", options=Options, defaults=defaults, plan=plan, check=check,
-            summary=summary, model_name="dui")
+            vocab_size=lambda run: 0, summary=summary, model_name="dui")

@@ -163,4 +163,5 @@ def ablate(params: dict, layer: int, head: int, n_head: int) -> dict:
 
 TASK = Task(name="induction", about="grow an induction head on random runs that come again; no "
                                      "text", reads=None, options=Options, defaults=defaults,
-            plan=plan, check=check, summary=summary, model_name="induction")
+            plan=plan, check=check, vocab_size=lambda run: run.options.n_vocab,
+            summary=summary, model_name="induction")

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..chars import Chars, count_chars
-from ..encoder import Encoder
+from ..encoder import N_VOCAB, Encoder
 from ..errors import PicoGPTError, _, whole_number
 from ..merges import N_BYTES, bpe_files, learn_merges
 from ..train import batches, gpt2_step, held_out_loss, init_params
@@ -214,6 +214,14 @@ def defaults(source: str | None) -> dict:
             "steps": 600, "lr": 3e-3, "warmup": None, "seed": 0, "curve_every": 50}
 
 
+def vocab_size(run: Run) -> int:
+    """GPT-2's 50,257 tokens, the learned vocabulary's --n_vocab, or 0: characters are counted
+    once the text is read."""
+    if run.options.vocab == "chars":
+        return 0
+    return N_VOCAB if run.options.n_vocab is None else run.options.n_vocab
+
+
 TASK = Task(name="text", about="a small GPT-2 of a text's paragraphs", reads="text",
-            options=Options, defaults=defaults, plan=plan, check=check, summary=summary,
-            model_name="trained")
+            options=Options, defaults=defaults, plan=plan, check=check, vocab_size=vocab_size,
+            summary=summary, model_name="trained")

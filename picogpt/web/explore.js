@@ -257,7 +257,7 @@ window.addEventListener("focus", look);
 function showLanguage(which) {
   Views.lang = which;
   Views.words();
-  document.title = "picogpt: " + Views.title($("title"), "explore_title", MODEL);
+  document.title = "picogpt: " + Views.title($("title"), model => t("explore_title", {model}), MODEL);
   showKnobs();
   if (state) {
     $("count").textContent = t(state.n_tokens === 1 ? "count_one" : "count", {n: state.n_tokens, ctx: state.n_ctx});

@@ -22,12 +22,12 @@ const Views = (() => {
            M.kind === "random" ? t("random", {n_layer: M.n_layer}) :
            t("trained", {name, n_layer: M.n_layer});
   }
-  // A page's title, t(key) of the model, into node: the model's name (a --hf path can be 200
-  // characters) in a span that may break between any two characters, so that the title fits
+  // A page's title, said(the model's name), into node: the model's name (a --hf path can be
+  // 200 characters) in a span that may break between any two characters, so that the title fits
   // its box whatever the width and whichever fonts the machine has. Returns the plain text.
-  function title(node, key, M) {
+  function title(node, said, M) {
     const mark = "\u0000";
-    const parts = t(key, {model: modelName(M, mark)}).split(mark);
+    const parts = said(modelName(M, mark)).split(mark);
     node.replaceChildren(...parts.map((part, i) =>
       i % 2 ? el("span", {class: "name"}, part) : document.createTextNode(part)));
     return parts.join("");
