@@ -10,13 +10,19 @@ full check of every byte of a 1558M model took 2 s of every start: docs/performa
 file whose size or time changed is still used if its CRC-32 matches (a copy that kept every
 byte, such as cp -r); then the manifest records its new stamp, so only that start reads it
 whole. A run never replaces a folder's params/ with half of a new one: a new one is written
-beside it and swapped in with a rename.
+beside it and swapped in with a rename. The manifest also records, for each tensor, whether its
+numbers are all finite (no NaN, no infinity), checked as it is written (or once, at the first
+start of a store written before it recorded that), so a start reads that instead of every weight.
+
+Only regular files are opened (after following symlinks): a FIFO or a device where a file of
+the store or a JSON file is expected would block a run forever, so it counts as unreadable.
 """
 
 import contextlib
 import json
 import os
 import shutil
+import stat
 import sys
 import zlib
 from pathlib import Path
@@ -26,7 +32,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ..errors import PicoGPTError, _
-from .params import HPARAMS, flatten
+from .params import HPARAMS, finite, flatten
 
 # Version of params/. 2 stores linear weights column-major: the same [n_in, n_out] shape and
 # values, but x @ w then runs OpenBLAS's faster dot-product kernel (docs/performance.md). 3
@@ -36,11 +42,24 @@ PARAMS_FORMAT = 3
 SOURCE_FILES = ("model.ckpt.data-00000-of-00001", "model.ckpt.index")
 
 
+def regular(path: Path) -> bool:
+    """Whether path is a regular file once symlinks are followed (a Hugging Face snapshot's
+    files are symlinks into its blobs): never a FIFO, a socket or a device, which would block
+    the read, or a folder."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):  # missing, a dangling link, a NUL in the name
+        return False
+
+
 def read_json(path: Path) -> Any:
-    """The JSON at path, or None if it is absent or unreadable."""
+    """The JSON at path, or None if it is absent, not a regular file, or unreadable (JSON
+    nested deeper than Python's recursion limit, "[" * 100000, is unreadable too)."""
+    if not regular(path):
+        return None
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
 
 
@@ -113,6 +132,8 @@ def read_params(model_dir: Path) -> dict[str, np.ndarray] | None:
     try:
         for name, meta in manifest["tensors"].items():
             file = params_dir / f"{name}.npy"
+            if not regular(file):
+                return None
             array = np.asarray(np.load(file, mmap_mode="r"))
             if list(array.shape) != meta["shape"] or array.dtype != np.float32:
                 return None
@@ -125,17 +146,17 @@ def read_params(model_dir: Path) -> dict[str, np.ndarray] | None:
     except (OSError, ValueError, KeyError, TypeError, AttributeError):  # missing or malformed
         return None
     if arrays and restamped:
-        restamp(params_dir, manifest, restamped)
+        remember(params_dir, manifest, {name: {"stamp": new} for name, new in restamped.items()})
     return arrays or None
 
 
-def restamp(params_dir: Path, manifest: dict, stamps: dict[str, list[int]]) -> None:
-    """Record the stamps of files whose every byte was just found to match its CRC-32, so the
-    next start compares stamps again instead of reading them all. Only the manifest, picogpt's
-    own note, is rewritten (the tensors' files are not touched); a folder picogpt may not write
-    (a read-only copy) keeps its old manifest and is checked in full at each start."""
-    tensors = {name: {**meta, "stamp": stamps.get(name, meta["stamp"])}
-               for name, meta in manifest["tensors"].items()}
+def remember(params_dir: Path, manifest: dict, found: dict[str, dict]) -> None:
+    """Record what a start found by reading whole files, so the next start need not: the stamps
+    of files whose every byte was just found to match its CRC-32, whether a tensor is finite.
+    Only the manifest, picogpt's own note, is rewritten (the tensors' files are not touched); a
+    folder picogpt may not write (a read-only copy) keeps its old manifest and is checked in
+    full at each start."""
+    tensors = {name: {**meta, **found.get(name, {})} for name, meta in manifest["tensors"].items()}
     # another run may have rewritten params/ meanwhile: refresh only what this run read
     if read_json(params_dir / "manifest.json") != manifest:
         return
@@ -179,8 +200,25 @@ def write_tensors(named_arrays, out_dir: Path) -> dict[str, dict]:
         if crc32(written) != checksum:
             raise PicoGPTError(_("{file} does not read back as written (disk full or failing?); "
                                  "free some space and run again.").format(file=file))
-        tensors[name] = {"shape": list(array.shape), "crc32": checksum, "stamp": stamp(file)}
+        tensors[name] = {"shape": list(array.shape), "crc32": checksum, "stamp": stamp(file),
+                         "finite": finite(array)}
     return tensors
+
+
+def first_not_finite(model_dir: Path, arrays: dict[str, np.ndarray]) -> str | None:
+    """The first tensor of model_dir's params/ (as read_params gave arrays) that holds NaN or
+    infinity, or None: as the manifest records it, written with each tensor. A store written
+    before it recorded that is checked here, one pass over its weights (docs/troubleshooting.md
+    has the cost), and its manifest then records it, so later starts read no weight."""
+    params_dir = model_dir / "params"
+    manifest = read_json(params_dir / "manifest.json")
+    tensors = manifest["tensors"] if isinstance(manifest, dict) else {}
+    checked = {name: finite(arrays[name]) for name, meta in tensors.items()
+               if "finite" not in meta and name in arrays}
+    if checked:
+        remember(params_dir, manifest, {name: {"finite": ok} for name, ok in checked.items()})
+    return next((name for name, meta in tensors.items()
+                 if not meta.get("finite", checked.get(name, True))), None)
 
 
 def save_model(model_dir: Path, hparams: dict[str, int], params: dict, vocab_dir: Path | None,
