@@ -634,3 +634,19 @@ def test_a_store_written_before_the_record_is_checked_once_and_then_records_it(t
         else:
             assert_one_line_error(done, "holds NaN or infinity in wpe: ")
             assert [name for name, meta in recorded.items() if not meta["finite"]] == ["wpe"]
+
+
+@pytest.mark.parametrize("name", [".lock", "checkpoint.part"])  # the first file it fetches
+def test_a_fifo_where_picogpt_writes_is_one_line_not_a_hang(faulty, tmp_path, name):
+    """A FIFO where a download writes (its lock, a file's .part) would block the open until
+    something reads it: it is refused in one line."""
+    server = faulty()
+    model_dir = tmp_path / "models" / "124M"
+    model_dir.mkdir(parents=True)
+    os.mkfifo(model_dir / name)
+    done = subprocess.run([str(PICOGPT), "hi", "--models_dir", str(model_dir.parent)],
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PICOGPT_BASE_URL": server.url})
+    assert_one_line_error(done, f"{model_dir / name} is not a regular file (a FIFO, a socket, "
+                                "a device, a folder or a broken symlink); delete it and run "
+                                "again.")

@@ -11,7 +11,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from ..errors import PicoGPTError, _
-from .store import model_lock, read_json, write_json_atomic
+from .store import model_lock, read_json, refuse_unless_regular, write_json_atomic
 
 BASE_URL = "https://openaipublic.blob.core.windows.net/gpt-2/models"
 FILES = ("checkpoint", "encoder.json", "hparams.json", "model.ckpt.data-00000-of-00001",
@@ -110,6 +110,7 @@ def receive(url: str, part: Path, timeout: float) -> None:
     """Add to part what the server has beyond it (all of it if it ignores Range)."""
     import requests  # as in download_file
 
+    refuse_unless_regular(part)  # a FIFO would block the open below forever
     have = part.stat().st_size if part.exists() else 0
     headers = {"Range": f"bytes={have}-"} if have else {}
     with requests.get(url, stream=True, timeout=timeout, headers=headers) as response:

@@ -15,7 +15,8 @@ numbers are all finite (no NaN, no infinity), checked as it is written (or once,
 start of a store written before it recorded that), so a start reads that instead of every weight.
 
 Only regular files are opened (after following symlinks): a FIFO or a device where a file of
-the store or a JSON file is expected would block a run forever, so it counts as unreadable.
+the store or a JSON file is expected would block a run forever, so it counts as unreadable (and
+one where picogpt writes, such as .lock, is refused in one line).
 """
 
 import contextlib
@@ -52,6 +53,15 @@ def regular(path: Path) -> bool:
         return False
 
 
+def refuse_unless_regular(path: Path) -> None:
+    """Raise if something other than a regular file stands at path (a FIFO, which would block
+    the open forever, a socket, a device, a folder, a dangling symlink); nothing there is fine:
+    picogpt is about to write it."""
+    if os.path.lexists(path) and not regular(path):
+        raise PicoGPTError(_("{file} is not a regular file (a FIFO, a socket, a device, a folder "
+                             "or a broken symlink); delete it and run again.").format(file=path))
+
+
 def read_json(path: Path) -> Any:
     """The JSON at path, or None if it is absent, not a regular file, or unreadable (JSON
     nested deeper than Python's recursion limit, "[" * 100000, is unreadable too)."""
@@ -79,6 +89,7 @@ def model_lock(model_dir: Path):
     """Hold an exclusive lock on model_dir while downloading into it or writing params/."""
     try:
         model_dir.mkdir(parents=True, exist_ok=True)
+        refuse_unless_regular(model_dir / ".lock")
         lock = open(model_dir / ".lock", "a")
     except OSError as e:
         raise PicoGPTError(_("cannot write to {folder}: {reason}. Choose a folder you can write "
