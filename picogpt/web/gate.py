@@ -10,8 +10,8 @@ as --acrostic and --line),
 a word's length); `language` (the page's, from Accept-Language, which server.py speaks while it
 answers: every message, the checks' included, comes from the one catalog in that language);
 `refusal` (the words for the standard library's own refusals, which server.py sends as JSON). A
-refusal is `Refused`, with its status and its words. It reads only the body it is handed;
-server.py answers.
+refusal is `Refused`, with its status and its words. The checks read only the body they are
+handed; server.py answers.
 
 It also bounds how requests arrive, so that slow clients cannot hold the server's threads:
 `Arriving` reads one connection's requests, each of which must arrive whole (its line, headers
