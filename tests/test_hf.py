@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import ROOT
-from test_load import assert_one_line_error, picogpt
+from test_load import assert_one_line_error, picogpt, picogpt_child
 
 from picogpt import PicoGPTError, generate, gpt2, load_hf, score
 from scripts.fixtures.checkpoint import random_arrays
@@ -238,14 +238,74 @@ def edit_config(**changes):
                                     "model 50000 (vocab_size): ids past 49999 have no row in wte"),
     (lambda folder: (folder / "merges.txt").write_bytes(b"#version: 0.2\n\xff\xfe"),
      "cannot read"),
+    (lambda folder: (folder / "config.json").write_text("[" * 100_000),
+     "config.json: its JSON is nested too deeply."),
+    (lambda folder: (folder / "vocab.json").write_text("[" * 100_000), "vocab.json is not a BPE "
+                                                                       "token table"),
 ], ids=["pytorch_bin_only", "not_gpt2", "no_merges", "wrong_shape", "other_activation",
-        "vocabulary_past_wte", "merges_not_utf8"])
+        "vocabulary_past_wte", "merges_not_utf8", "config_nested_deeply",
+        "vocab_nested_deeply"])
 def test_a_bad_folder_gets_one_line_and_exit_code_1(good_folder, tmp_path, change, message):
     folder = broken(good_folder, tmp_path, change)
     done = picogpt("Hello", "--hf", str(folder), "--n_tokens", "2")
     assert_one_line_error(done, message)
     with pytest.raises(PicoGPTError, match=re.escape(message)):
         load_hf(str(folder))
+
+
+def limited_memory() -> None:
+    """A child's address space capped at 4 GB: a loader that allocates for an absurd size
+    fails in seconds instead of taking the machine's memory."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+
+def test_a_huge_n_layer_is_refused_before_anything_is_allocated(good_folder, tmp_path):
+    """n_layer = 10**9 in config.json: one line naming the first block the weights lack, in a
+    process that could not hold 12 * 10**9 tensor names."""
+    folder = broken(good_folder, tmp_path, edit_config(n_layer=10**9))
+    done = picogpt_child("Hello", "--hf", str(folder), "--n_tokens", "2",
+                         preexec_fn=limited_memory)
+    assert_one_line_error(done, "n_layer=1000000000) does not match")
+    assert "h1.attn.c_attn.b should be (96,) but is no such tensor" in done.stderr
+
+
+@pytest.mark.parametrize("where, value", [
+    ("transformer.ln_f.weight", np.nan), ("transformer.h.0.mlp.c_fc.weight", np.inf),
+    ("transformer.wte.weight", -np.inf)])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_weights_that_hold_nan_or_infinity_are_refused_when_they_load(good_folder, tmp_path,
+                                                                      monkeypatch, where, value,
+                                                                      dtype):
+    """A number that is not finite, anywhere (an infinity comes with its opposite, which makes
+    a sum NaN): one line naming the tensor, before anything runs, on the command line (in a
+    process of its own, whose stderr shows any warning too) and with --explore (which loads
+    the same way; a server that started anyway stops at once here, as at Ctrl-C)."""
+    from safetensors.numpy import load_file, save_file
+
+    from picogpt.web.server import ExploreServer
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ExploreServer, "serve_forever", interrupted)
+
+    def spoil(folder: Path) -> None:
+        tensors = {key: array.astype(dtype) for key, array in
+                   load_file(folder / "model.safetensors").items()}
+        tensors[where].flat[tensors[where].size // 2] = value
+        if np.isinf(value):
+            tensors[where].flat[tensors[where].size // 3] = -value
+        save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+
+    folder = broken(good_folder, tmp_path, spoil)
+    name = {"transformer.ln_f.weight": "ln_f.g", "transformer.h.0.mlp.c_fc.weight":
+            "h0.mlp.c_fc.w", "transformer.wte.weight": "wte"}[where]
+    for done in (picogpt_child("Hello", "--hf", str(folder), "--n_tokens", "2"),
+                 picogpt("Hello", "--hf", str(folder), "--explore", "--no_browser")):
+        assert_one_line_error(done, f"model.safetensors holds NaN or infinity in {name}: ")
+        assert done.stdout == ""
 
 
 def test_hf_refuses_openai_download_flags(good_folder):
@@ -389,6 +449,13 @@ def damage_weights(how: str):
         elif how == "integer_weights":
             header[first]["dtype"] = "I32"
             write_safetensors(header, data[8 + n_header :], file)
+        elif how == "empty_tensor_of_absurd_shape":  # no bytes, as its shape says: numpy
+            header["transformer.h.0.ln_1.extra"] = {  # cannot make an array of that shape
+                "dtype": "F32", "shape": [0, 10**30], "data_offsets": [0, 0]}
+            write_safetensors(header, data[8 + n_header :], file)
+        elif how == "header_nested_deeply":
+            raw = b"[" * 100_000
+            file.write_bytes(len(raw).to_bytes(8, "little") + raw + data[8 + n_header :])
     return change
 
 
@@ -403,6 +470,8 @@ def damage_weights(how: str):
     ("oversized_header", "is not a safetensors file"),
     ("shape_that_does_not_fit_its_bytes", "is truncated or damaged: tensor"),
     ("integer_weights", "picogpt reads F32, F16, BF16 and F64 weights"),
+    ("empty_tensor_of_absurd_shape", "is truncated or damaged: tensor transformer.h.0.ln_1.extra"),
+    ("header_nested_deeply", "is not a safetensors file"),
 ])
 def test_a_weights_file_that_is_not_what_it_claims_is_named_in_one_line(good_folder, tmp_path,
                                                                          how, message):

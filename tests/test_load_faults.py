@@ -12,6 +12,7 @@ import subprocess
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import QuietHandler, wait_until
 from test_load import PICOGPT, assert_one_line_error, picogpt, picogpt_child, published
@@ -495,3 +496,153 @@ def test_stale_conversion_folders_are_removed(tiny, tmp_path):
     done = picogpt_child("hi", "--n_tokens", "2", "--models_dir", str(models_dir))
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in (models_dir / "124M").glob("params*")) == ["params"]
+
+
+def trained_copy(tiny, tmp_path, name: str = "mine") -> Path:
+    """tiny's converted model as a folder picogpt.train would write: hparams.json, GPT-2's
+    vocabulary and params/, no checkpoint to rebuild params/ from."""
+    model_dir = tmp_path / "models" / name
+    model_dir.mkdir(parents=True)
+    for file in ("hparams.json", "encoder.json", "vocab.bpe"):
+        shutil.copy(tiny.model_dir / file, model_dir / file)
+    shutil.copytree(tiny.model_dir / "params", model_dir / "params")
+    return model_dir
+
+
+@pytest.mark.parametrize("how", ["fifo", "symlink_to_a_fifo", "fifo_manifest"])
+def test_a_fifo_in_params_is_damage_not_a_hang(tiny, tmp_path, how):
+    """A FIFO where a file of params/ should be (or a symlink to one outside the folder) would
+    block the open forever: only regular files are opened, so it is a damaged params/."""
+    model_dir = trained_copy(tiny, tmp_path)
+    name = "manifest.json" if how == "fifo_manifest" else "ln_f.g.npy"
+    (model_dir / "params" / name).unlink()
+    if how == "symlink_to_a_fifo":
+        os.mkfifo(tmp_path / "elsewhere")
+        (model_dir / "params" / name).symlink_to(tmp_path / "elsewhere")
+    else:
+        os.mkfifo(model_dir / "params" / name)
+    done = subprocess.run([str(PICOGPT), "hi", "--model_size", "mine", "--models_dir",
+                           str(model_dir.parent)], capture_output=True, text=True, timeout=60)
+    assert_one_line_error(done, f"{model_dir / 'params'} is missing or damaged, and {model_dir} "
+                                "has no checkpoint to rebuild it from; train the model again.")
+
+
+def test_params_may_be_symlinks_to_regular_files(tiny, tmp_path):
+    """Judged by what a symlink leads to, not where: a tensor kept elsewhere still loads."""
+    model_dir = trained_copy(tiny, tmp_path)
+    first = picogpt("hi", "--n_tokens", "4", "--model_size", "mine", "--models_dir",
+                    str(model_dir.parent))
+    tensor = model_dir / "params" / "h0.attn.c_attn.w.npy"
+    shutil.move(tensor, tmp_path / "kept.npy")
+    tensor.symlink_to(tmp_path / "kept.npy")
+    again = picogpt("hi", "--n_tokens", "4", "--model_size", "mine", "--models_dir",
+                    str(model_dir.parent))
+    assert again.returncode == 0 and again.stdout == first.stdout, again.stderr
+
+
+@pytest.mark.parametrize("file, message", [
+    ("hparams.json", "hparams.json is not GPT-2 hparams"),
+    ("params/manifest.json", "is missing or damaged, and"),
+    ("encoder.json", "encoder.json is not a BPE token table"),
+])
+def test_json_nested_too_deeply_in_a_model_folder_is_one_line(tiny, tmp_path, file, message):
+    model_dir = trained_copy(tiny, tmp_path)
+    (model_dir / file).write_text("[" * 100_000)
+    done = picogpt("hi", "--model_size", "mine", "--models_dir", str(model_dir.parent))
+    assert_one_line_error(done, message)
+
+
+def test_a_huge_n_layer_in_hparams_json_is_one_line_before_anything_is_allocated(tiny,
+                                                                                 tmp_path):
+    model_dir = trained_copy(tiny, tmp_path)
+    hparams = json.loads((model_dir / "hparams.json").read_text())
+    (model_dir / "hparams.json").write_text(json.dumps({**hparams, "n_layer": 10**9}))
+
+    def limited_memory() -> None:  # a loader that allocated for it would fail, not swap
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+    done = picogpt_child("hi", "--model_size", "mine", "--models_dir", str(model_dir.parent),
+                         preexec_fn=limited_memory)
+    assert_one_line_error(done, "n_layer=1000000000) does not match the checkpoint: "
+                                "h2.attn.c_attn.b should be (192,) but is no such tensor")
+
+
+def spoiled(arrays: dict, name: str, value: float) -> list:
+    """arrays as (name, array) pairs, with one number of name set to value."""
+    changed = np.array(arrays[name])
+    changed.flat[changed.size // 3] = value
+    return [(key, changed if key == name else array) for key, array in arrays.items()]
+
+
+@pytest.mark.parametrize("kind", ["released", "trained"])
+def test_a_store_whose_weights_hold_nan_is_refused_in_one_line_at_every_start(tiny, tmp_path,
+                                                                              kind):
+    """params/ written from weights with a NaN (a damaged checkpoint, a training that
+    diverged): its manifest records which tensor is not finite, and each start refuses it in
+    one line, with no conversion or training again."""
+    from picogpt.files.store import source_stamps, write_params
+
+    if kind == "released":
+        model_dir = tmp_path / "models" / "124M"
+        shutil.copytree(tiny.model_dir, model_dir)
+    else:
+        model_dir = trained_copy(tiny, tmp_path)
+    arrays = read_params(model_dir)
+    write_params(model_dir, spoiled(arrays, "h1.mlp.c_proj.w", np.nan),
+                 source=source_stamps(model_dir))
+    manifest = json.loads((model_dir / "params" / "manifest.json").read_text())
+    assert [name for name, meta in manifest["tensors"].items() if not meta["finite"]] == [
+        "h1.mlp.c_proj.w"]
+    fix = (f"Delete {model_dir} to download it again." if kind == "released" else
+           "Train the model again.")
+    for _ in range(2):
+        done = picogpt("hi", "--model_size", model_dir.name, "--models_dir",
+                       str(model_dir.parent))
+        assert_one_line_error(done, f"{model_dir / 'params'} holds NaN or infinity in "
+                                    f"h1.mlp.c_proj.w: a model with such weights gives no "
+                                    f"numbers to sample from. {fix}")
+
+
+def test_a_store_written_before_the_record_is_checked_at_each_start_and_never_written(
+        tiny, tmp_path):
+    """A manifest without "finite" (params/ of an earlier picogpt): each start checks every
+    weight, an infinity included, and writes nothing into the folder (reading a model never
+    writes to it: a clone or a read-only copy stays as it was)."""
+    from picogpt.files.store import write_params
+
+    model_dir = trained_copy(tiny, tmp_path)
+    manifest_file = model_dir / "params" / "manifest.json"
+    for value in (None, np.inf):
+        arrays = read_params(model_dir)
+        if value is not None:
+            write_params(model_dir, spoiled(arrays, "wpe", value), source=None)
+        manifest = json.loads(manifest_file.read_text())
+        for meta in manifest["tensors"].values():
+            del meta["finite"]
+        manifest_file.write_text(json.dumps(manifest))
+        before = manifest_file.read_bytes()
+        done = picogpt("hi", "--n_tokens", "2", "--model_size", "mine", "--models_dir",
+                       str(model_dir.parent))
+        assert manifest_file.read_bytes() == before
+        if value is None:
+            assert done.returncode == 0, done.stderr
+        else:
+            assert_one_line_error(done, "holds NaN or infinity in wpe: ")
+
+
+@pytest.mark.parametrize("name", [".lock", "checkpoint.part"])  # the first file it fetches
+def test_a_fifo_where_picogpt_writes_is_one_line_not_a_hang(faulty, tmp_path, name):
+    """A FIFO where a download writes (its lock, a file's .part) would block the open until
+    something reads it: it is refused in one line."""
+    server = faulty()
+    model_dir = tmp_path / "models" / "124M"
+    model_dir.mkdir(parents=True)
+    os.mkfifo(model_dir / name)
+    done = subprocess.run([str(PICOGPT), "hi", "--models_dir", str(model_dir.parent)],
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PICOGPT_BASE_URL": server.url})
+    assert_one_line_error(done, f"{model_dir / name} is not a regular file (a FIFO, a socket, "
+                                "a device, a folder or a broken symlink); delete it and run "
+                                "again.")

@@ -523,3 +523,229 @@ def test_a_prompt_that_a_newer_one_replaced_is_not_tokenized(served, monkeypatch
     assert tokenized == ["edit 1", "edit 3"]
     assert [answers[n][0] for n in (1, 2, 3)] == [204, 204, 200]
     assert answers[3][1]["text"] == "edit 3"
+
+
+def spoiled_server(tiny, how: str) -> ExploreServer:
+    """The tiny model with numbers that are not finite, loaded past the loader (which refuses
+    NaN): wpe's row for the position after PROMPT near float32's largest (finite, but a text
+    that reaches that position overflows in the first layer norm), or ln_f's gain NaN (every
+    text)."""
+    encoder, hparams, params = load_encoder_hparams_and_params("124M", str(tiny.models_dir))
+    if how == "nan":
+        params = {**params, "ln_f": {**params["ln_f"], "g": np.full_like(params["ln_f"]["g"],
+                                                                            np.nan)}}
+    else:
+        wpe = np.array(params["wpe"])
+        wpe[len(encoder.prompt_ids(PROMPT))] = np.float32(3e38)
+        params = {**params, "wpe": wpe}
+    server = ExploreServer(Session(encoder, hparams, params, {"name": "124M", "kind": "trained"}),
+                           0, PROMPT)
+    serving(server)
+    return server
+
+
+def answered(server, path: str, body: dict) -> tuple[int, dict]:
+    """A call on a connection of its own: the status and the strict JSON of its answer (a
+    stream's last line). A dropped connection has no status line and fails here."""
+    answer = raw(server, post(server, path, json.dumps(body).encode(), {"Connection": "close"}))
+    head, _, data = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 "), (path, answer[:200])
+    if b"Transfer-Encoding: chunked" in head:
+        data = b"".join(data.split(b"\r\n")[1::2])  # the chunks' data, without their sizes
+    return int(head.split()[1]), strict(data.splitlines()[-1])
+
+
+@pytest.mark.parametrize("how", ["overflow", "nan"])
+def test_numbers_that_are_not_finite_are_json_errors_and_the_session_stays_usable(tiny, capfd,
+                                                                                  how):
+    """Every call on a text whose logits hold NaN or infinity answers strict JSON (an error, or
+    the text's state with why there are no candidates), never a dropped connection; a text
+    without them then answers as always."""
+    token = 262  # " the"
+    server = spoiled_server(tiny, how)
+    try:
+        status, value = answered(server, "/api/append", {"token": token})
+        assert status == 200 and "NaN or infinity" in value["refused"], value
+        assert value["tokens"][-1]["id"] == token  # the text stands
+        for path, body in (("/api/state", {}), ("/api/next", {}), ("/api/text", {"prompt": PROMPT
+                           + " the"}), ("/api/draw", {"seed": 1, "top_k": 5}),
+                           ("/api/generate", {"n_tokens": 3}), ("/api/inside", {})):
+            status, value = answered(server, path, body)
+            said = value.get("error") or value.get("refused")
+            assert said and "NaN or infinity" in said, (path, status, value)
+        status, value = answered(server, "/api/back", {})
+        if how == "overflow":  # the text before that position: finite again
+            assert status == 200 and value["next"]["candidates"], value
+            status, value = answered(server, "/api/text", {"prompt": "hi"})
+            assert status == 200 and value["next"]["candidates"], value
+            status, value = answered(server, "/api/generate", {"n_tokens": 2, "top_k": 3})
+            assert status == 200 and value["next"]["candidates"], value
+        else:
+            assert status == 200 and "NaN or infinity" in value["refused"]
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def head_and_body(answer: bytes) -> tuple[str, dict, bytes]:
+    """An answer's status line, headers (lower-case names) and body."""
+    head, _, body = answer.partition(b"\r\n\r\n")
+    status, *lines = head.decode("latin-1").split("\r\n")
+    return status, dict((name.lower(), value) for name, _, value in
+                        (line.partition(": ") for line in lines)), body
+
+
+@pytest.mark.parametrize("sent, status, language, says", [
+    (b"GET / FOO\r\n\r\n", 400, "en", "not HTTP that this server reads"),
+    (b"GET / HTTP/1.1 more\r\n\r\n", 400, "en", "not HTTP that this server reads"),
+    (b"GET /" + b"a" * 70_000 + b" HTTP/1.1\r\n\r\n", 414, "en", "address is too long"),
+    (b"GET / HTTP/1.1\r\nX-Long: " + b"a" * 70_000 + b"\r\n\r\n", 431, "en", "headers are too"),
+    (b"GET / HTTP/1.1\r\n" + b"X-Many: 1\r\n" * 101 + b"\r\n", 431, "en", "headers are too"),
+    (b"PUT /api/next HTTP/1.1\r\nContent-Length: 0\r\n\r\n", 501, "en", "GET and POST, not PUT"),
+    (b"OPTIONS / HTTP/1.1\r\nAccept-Language: zh-CN\r\n\r\n", 501, "zh", "OPTIONS"),
+    (b"HEAD / HTTP/1.1\r\n\r\n", 501, "en", None),
+    (b"GET / HTTP/2.0\r\n\r\n", 505, "en", "HTTP/1.1 and HTTP/1.0 only"),
+], ids=["bad_version", "four_words", "long_url", "long_header", "many_headers", "put",
+        "options_zh", "head", "http2"])
+def test_the_standard_librarys_own_refusals_are_json_in_the_pages_language(served, sent, status,
+                                                                         language, says):
+    """What http.server refuses before picogpt's code sees the request: a JSON error as every
+    other refusal, in the language of the request when its headers were read (English before:
+    there is nothing to go by), and the connection closed."""
+    line, headers, body = head_and_body(raw(served, sent))
+    assert line.startswith(f"HTTP/1.1 {status} "), line
+    assert headers["content-type"] == "application/json; charset=utf-8"
+    assert headers["connection"] == "close"
+    if says is None:  # HEAD: the same headers, no body
+        assert body == b"" and int(headers["content-length"]) > 0
+        return
+    error = strict(body)["error"]
+    assert says in error and bool(re.search("[\u4e00-\u9fff]", error)) == (language == "zh")
+    still_answering(served)
+
+
+def slow_clients(server, n: int) -> list[socket.socket]:
+    """n connections that have begun a request and send nothing more, once the server holds
+    each in a thread of its own (it reads their requests)."""
+    before = threading.active_count()
+    sockets = []
+    for _ in range(n):
+        sockets.append(socket.create_connection(("127.0.0.1", server.server_port),
+                                                timeout=WAIT))
+        sockets[-1].sendall(b"POST /api/next HTTP/1.1\r\nHost: ")
+    wait_until(lambda: threading.active_count() >= before + n)
+    return sockets
+
+
+def test_a_request_that_trickles_in_is_refused_once_its_time_is_up(tiny, capfd):
+    """A byte of a header at a time, each well within the idle time: the request as a whole
+    must arrive within `arrival` seconds of its first byte (here 0.3, set for the test), then it
+    is a 408, not a thread held for as long as the bytes keep coming."""
+    encoder, hparams, params = load_encoder_hparams_and_params("124M", str(tiny.models_dir))
+    server = ExploreServer(Session(encoder, hparams, params, {"name": "124M"}), 0, PROMPT,
+                           arrival=0.3)
+    serving(server)
+    try:
+        with socket.create_connection(("127.0.0.1", server.server_port), timeout=WAIT) as sock:
+            sock.sendall(b"POST /api/next HTTP/1.1\r\nX-Slow: ")
+            deadline = time.monotonic() + WAIT  # only a server that never answers reaches it
+            while not select.select([sock], [], [], 0.05)[0] and time.monotonic() < deadline:
+                sock.sendall(b"a")
+            answer = b""
+            while chunk := sock.recv(65536):
+                answer += chunk
+        line, headers, body = head_and_body(answer)
+        assert line.startswith("HTTP/1.1 408 "), answer[:300]
+        assert "did not arrive whole within 0.3 s" in strict(body)["error"]
+        still_answering(server)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_connections_past_the_bound_are_refused_at_once(tiny, capfd):
+    """3 connections being read (the bound, set for the test) that have not waited past the
+    grace: a 4th is refused at once with a 503, and the server answers once they are gone."""
+    encoder, hparams, params = load_encoder_hparams_and_params("124M", str(tiny.models_dir))
+    server = ExploreServer(Session(encoder, hparams, params, {"name": "124M"}), 0, PROMPT,
+                           arriving=3, grace=LIMIT)
+    serving(server)
+    held = slow_clients(server, 3)
+    try:
+        line, headers, body = head_and_body(raw(server, b"GET / HTTP/1.1\r\n\r\n"))
+        assert line.startswith("HTTP/1.1 503 ") and headers["connection"] == "close", line
+        assert "already reading 3 requests" in strict(body)["error"]
+    finally:
+        for sock in held:
+            sock.close()
+    wait_until(lambda: not server.arrivals.since)
+    still_answering(server)
+    server.shutdown()
+    server.server_close()
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_a_page_still_gets_answers_while_slow_clients_hold_every_place(tiny, capfd):
+    """Slow clients hold all 3 places (set for the test, with no grace): the page's request
+    takes the place of the one that has waited longest, which is told so (503), and is
+    answered; so is the next."""
+    encoder, hparams, params = load_encoder_hparams_and_params("124M", str(tiny.models_dir))
+    server = ExploreServer(Session(encoder, hparams, params, {"name": "124M"}), 0, PROMPT,
+                           arriving=3, grace=0)
+    serving(server)
+    held = slow_clients(server, 3)
+    try:
+        still_answering(server)
+        answer = b""
+        while chunk := held[0].recv(65536):
+            answer += chunk
+        line, _, body = head_and_body(answer)
+        assert line.startswith("HTTP/1.1 503 ") and "send this one again" in strict(body)["error"]
+        status, value = request(server, path="/api/next", body=b"{}")
+        assert status == 200 and value["next"]["candidates"]
+    finally:
+        for sock in held:
+            sock.close()
+        server.shutdown()
+        server.server_close()
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_a_stream_is_not_cut_by_the_time_a_request_has_to_arrive(tiny, monkeypatch, capfd):
+    """A generation held mid-stream past the arrival bound (0.2 s here), while another request
+    takes the one place to be read: the stream still ends whole."""
+    encoder, hparams, params = load_encoder_hparams_and_params("124M", str(tiny.models_dir))
+    server = ExploreServer(Session(encoder, hparams, params, {"name": "124M"}), 0, PROMPT,
+                           arrival=0.2, arriving=1, grace=0)
+    serving(server)
+    session, first, release = server.session, threading.Event(), threading.Event()
+    real_generate = session.generate
+
+    def generate(*args, **kwargs):
+        for i, token in enumerate(real_generate(*args, **kwargs)):
+            yield token
+            if i == 0:
+                first.set()
+                assert release.wait(LIMIT)
+
+    monkeypatch.setattr(session, "generate", generate)
+    lines = []
+    streaming = threading.Thread(target=lambda: lines.extend(stream_lines(server, {
+        "n_tokens": 4, "top_k": 5, "seed": 1})))
+    streaming.start()
+    try:
+        assert first.wait(LIMIT)
+        began = time.monotonic()
+        wait_until(lambda: time.monotonic() > began + 0.4)  # the bound, twice over
+        status, _ = request(server, "GET", f"/?token={server.secret}", b"")
+        assert status == 200
+    finally:
+        release.set()
+        streaming.join(LIMIT)
+    assert [list(line) for line in lines[:4]] == [["token"]] * 4
+    assert lines[4]["n_tokens"] == len(session.ids) and "next" in lines[4]
+    server.shutdown()
+    server.server_close()
+    assert "Traceback" not in capfd.readouterr().err

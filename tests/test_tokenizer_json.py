@@ -237,3 +237,36 @@ def test_a_gpt2_and_a_uer_model_saved_by_transformers_5_give_transformers_greedy
 
 def test_a_folder_with_no_vocabulary_names_tokenizer_json_among_the_choices(tmp_path):
     refusal(tmp_path, "holds no vocabulary", "tokenizer.json (either) or chars.json")
+
+
+@pytest.mark.parametrize("added", [5, "[PAD]", [5], [{"content": ["<|endoftext|>"], "id": 50256}],
+                                   [{"content": {"a": 1}, "id": 50256}],
+                                   [{"content": "<|endoftext|>", "id": "50256"}]],
+                         ids=["number", "text", "list_of_numbers", "content_list",
+                              "content_dict", "id_text"])
+def test_added_tokens_that_are_not_a_list_of_tokens_are_one_line(gpt2_folder, tmp_path, added):
+    folder = tmp_path / "added"
+    shutil.copytree(gpt2_folder, folder)
+    data = json.loads((folder / "tokenizer.json").read_text())
+    (folder / "tokenizer.json").write_text(json.dumps({**data, "added_tokens": added}))
+    refusal(folder, "tokenizer.json's added_tokens is not a list of tokens (objects with a "
+                    "string \"content\" and a whole-number \"id\")", FIX)
+
+
+def test_json_nested_too_deeply_is_one_line(gpt2_folder, tmp_path):
+    """Deeper than Python's recursion limit: the file is unreadable. As deep as json still
+    reads (a Sequence of Sequences, 450 of them): named one level deep."""
+    folder = tmp_path / "deep"
+    shutil.copytree(gpt2_folder, folder)
+    good = (folder / "tokenizer.json").read_text()
+    (folder / "tokenizer.json").write_text("[" * 100_000)
+    refusal(folder, "tokenizer.json is not a tokenizers file")
+    (folder / "tokenizer.json").write_text(good)
+    (folder / "tokenizer_config.json").write_text("{" * 100_000)
+    refusal(folder, "tokenizer_config.json is not a JSON object of tokenizer settings")
+    (folder / "tokenizer_config.json").unlink()
+    nested = {"type": "NFC"}
+    for _ in range(450):
+        nested = {"type": "Sequence", "normalizers": [nested]}
+    (folder / "tokenizer.json").write_text(json.dumps({**json.loads(good), "normalizer": nested}))
+    refusal(folder, "describes a normalizer of type Sequence [Sequence], with a BPE model")

@@ -79,3 +79,10 @@ def test_bad_files_are_one_line_naming_the_file_and_the_fix(tmp_path):
     assert read_wordpiece(tmp_path, FIX).lower is False
     (tmp_path / "special_tokens_map.json").write_text('{"unk_token": ["[UNK]"]}')
     one_line_error(tmp_path, "special_tokens_map.json")
+
+
+def test_a_character_vocabulary_nested_too_deeply_is_one_line(tmp_path):
+    """chars.json of 100,000 '[': deeper than Python's JSON reader goes, so unreadable."""
+    (tmp_path / "chars.json").write_text("[" * 100_000)
+    with pytest.raises(PicoGPTError, match="chars.json is not a character vocabulary"):
+        read_vocab(tmp_path, FIX)

@@ -13,7 +13,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from ..errors import PicoGPTError, _, reason
-from .store import model_lock, read_json, write_json_atomic
+from .store import model_lock, read_json, refuse_unless_regular, write_json_atomic
 
 BASE_URL = "https://openaipublic.blob.core.windows.net/gpt-2/models"
 FILES = ("checkpoint", "encoder.json", "hparams.json", "model.ckpt.data-00000-of-00001",
@@ -167,6 +167,7 @@ def receive(url: str, part: Path, timeout: float, limit: int | None = None) -> N
     file of more than limit bytes."""
     import requests  # as in fetch
 
+    refuse_unless_regular(part)  # a FIFO would block the open below forever
     have = part.stat().st_size if part.exists() else 0
     headers = {"Range": f"bytes={have}-"} if have else {}
     with requests.get(url, stream=True, timeout=timeout, headers=headers) as response:

@@ -21,7 +21,7 @@ import numpy as np
 from ..encoder import Encoder
 from ..errors import PicoGPTError, _, reason
 from .hub import hub_cache, hub_folder, is_model_id  # noqa: F401 (hub_cache: hf's too)
-from .params import check_hparams, check_shapes, fit_vocabulary, nest
+from .params import check_finite, check_hparams, check_shapes, finite, fit_vocabulary, nest
 from .vocab import read_vocab
 
 WEIGHTS, CONFIG = "model.safetensors", "config.json"
@@ -51,6 +51,11 @@ def load_hf(path: str) -> tuple[Encoder, dict[str, int], dict]:
     lm_head = arrays.pop("lm_head", None)
     check_shapes(arrays, hparams, str(folder / CONFIG), str(folder / WEIGHTS),
                  _("Save the model and its config together with save_pretrained."))
+    # Every weight, at every load: picogpt writes nothing into a Hugging Face folder to remember
+    # it, and the pass costs a little next to the first step, which reads every weight too
+    # (docs/troubleshooting.md has the figures)
+    check_finite(next((name for name, array in arrays.items() if not finite(array)), None),
+                 str(folder / WEIGHTS), _("Save the model again from weights that are finite."))
     if lm_head is not None and not np.array_equal(lm_head, arrays["wte"]):
         raise PicoGPTError(_("{file} has an lm_head.weight that differs from wte; picogpt's "
                              "GPT-2 uses wte as its output layer (tied weights).").format(
@@ -77,6 +82,9 @@ def read_config(folder: Path) -> dict[str, int]:
                              "folder.").format(folder=folder, config=CONFIG))
     try:
         config = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
+    except RecursionError:  # "[" * 100000: deeper than json's reader can go
+        raise PicoGPTError(_("cannot read {file}: its JSON is nested too deeply.").format(
+            file=folder / CONFIG)) from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise PicoGPTError(_("cannot read {file}: {reason}.").format(
             file=folder / CONFIG, reason=reason(e))) from None
@@ -150,7 +158,7 @@ def safetensors_header(file: Path) -> dict[str, tuple[str, int, tuple[int, ...]]
         raw = f.read(n_header) if 0 < n_header <= min(MAX_HEADER, size - 8) else None
     try:
         header = json.loads(raw) if raw is not None else None
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):  # RecursionError: "[[[..."
         header = None
     if not isinstance(header, dict):
         raise PicoGPTError(_("{file} is not a safetensors file ({size} bytes, and its first 8 "
@@ -163,9 +171,12 @@ def safetensors_header(file: Path) -> dict[str, tuple[str, int, tuple[int, ...]]
         try:
             dtype, shape, (begin, end) = meta["dtype"], tuple(meta["shape"]), meta["data_offsets"]
             numbers = (*shape, begin, end)
+            itemsize = np.dtype(DTYPES[dtype]).itemsize if dtype in DTYPES else 1
+            # an empty tensor's other dimensions must fit in the file too: numpy cannot even
+            # make an empty array of shape [0, 10**30]
             valid = (all(isinstance(n, int) and n >= 0 for n in numbers) and begin <= end <= n_data
-                     and (dtype not in DTYPES or math.prod(shape)
-                          * np.dtype(DTYPES[dtype]).itemsize == end - begin))
+                     and math.prod(n or 1 for n in shape) * itemsize <= size
+                     and (dtype not in DTYPES or math.prod(shape) * itemsize == end - begin))
         except (KeyError, TypeError, ValueError):
             valid = False
         if not valid:

@@ -21,8 +21,8 @@ from tqdm import tqdm
 from ..encoder import Encoder
 from ..errors import PicoGPTError, _
 from .download import FILES, download_missing, download_url
-from .params import check_hparams, check_shapes, fit_vocabulary, nest
-from .store import model_lock, read_json, read_params, source_stamps, write_params
+from .params import check_finite, check_hparams, check_shapes, fit_vocabulary, nest
+from .store import first_not_finite, model_lock, read_json, read_params, source_stamps, write_params
 from .vocab import read_vocab
 
 MODEL_SIZES = ("124M", "355M", "774M", "1558M")
@@ -59,6 +59,9 @@ def load_encoder_hparams_and_params(model_size: str = "124M", models_dir: str = 
             arrays = read_params(model_dir) or build_params(model_dir)
     check_shapes(arrays, hparams, str(model_dir / "hparams.json"), _("the checkpoint"),
                  _("The folder mixes two models; delete it to download again."))
+    check_finite(first_not_finite(model_dir, arrays), str(model_dir / "params"),
+                 _("Delete {folder} to download it again.").format(folder=model_dir) if released
+                 else _("Train the model again."))
     return (encoder, *fit_vocabulary(hparams, nest(arrays), encoder.n_vocab))
 
 

@@ -142,7 +142,10 @@ def check_hparams(hparams: Any, source: str, fix: str, names=HPARAMS) -> dict[st
 def check_shapes(arrays: dict[str, np.ndarray], hparams: dict[str, int], source: str,
                  weights: str, fix: str) -> None:
     """Raise if the hparams read from source do not describe the tensors in weights."""
-    expected = expected_shapes(hparams)
+    # Blocks past the first one weights lack are not listed: an n_layer of 10**9 would list
+    # 12 * 10**9 names (memory runs out) where the first missing block already says it
+    n_blocks = len({name.split(".")[0] for name in arrays if name.startswith("h")})
+    expected = expected_shapes({**hparams, "n_layer": min(hparams["n_layer"], n_blocks + 1)})
     for name in sorted(expected.keys() | arrays.keys()):
         want, have = expected.get(name), arrays[name].shape if name in arrays else None
         if want != have:
@@ -154,3 +157,20 @@ def check_shapes(arrays: dict[str, np.ndarray], hparams: dict[str, int], source:
                                      want=none if want is None else want,
                                      have=none if have is None else have, fix=fix))
 
+
+def finite(array: np.ndarray) -> bool:
+    """Whether every number of array is finite: no NaN, no infinity. One pass over it."""
+    # float32's own sum is the fast pass (SIMD, no copy); it is not finite when a number is
+    # not, or when finite numbers overflow it, so then each number is looked at. Overflow and
+    # inf - inf are expected here, not warned about
+    with np.errstate(over="ignore", invalid="ignore"):
+        return bool(np.isfinite(array.sum())) or bool(np.isfinite(array).all())
+
+
+def check_finite(name: str | None, weights: str, fix: str) -> None:
+    """Refuse weights whose tensor name (the first not finite, None if none) holds NaN or
+    infinity: every number the model gives would be NaN, and no page or sampler can use it."""
+    if name is not None:
+        raise PicoGPTError(_("{weights} holds NaN or infinity in {name}: a model with such "
+                             "weights gives no numbers to sample from. {fix}").format(
+                                 weights=weights, name=name, fix=fix))

@@ -11,12 +11,21 @@ check holds nothing a copy changes, such as a file's time, so a folder copied (c
 mounted read-only runs as it was written; and reading never writes into the folder. A run never
 replaces a folder's params/ with half of a new one: a new one is written beside it and swapped in
 with a rename.
+The manifest also records, for each tensor, whether its numbers are all finite (no NaN, no
+infinity), checked as it is written, so a start reads that instead of every weight; a store
+written before it recorded that is checked at each start (reading never writes, so the record is
+not added then).
+
+Only regular files are opened (after following symlinks): a FIFO or a device where a file of
+the store or a JSON file is expected would block a run forever, so it counts as unreadable (and
+one where picogpt writes, such as .lock, is refused in one line).
 """
 
 import contextlib
 import json
 import os
 import shutil
+import stat
 import sys
 import zlib
 from pathlib import Path
@@ -26,7 +35,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ..errors import PicoGPTError, _, reason
-from .params import HPARAMS, SEQ2SEQ, flatten
+from .params import HPARAMS, SEQ2SEQ, finite, flatten
 
 # Version of params/. 2 stores linear weights column-major: the same [n_in, n_out] shape and
 # values, but x @ w then runs OpenBLAS's faster dot-product kernel (docs/performance.md). 3
@@ -39,11 +48,33 @@ READABLE_FORMATS = (3, 4)
 SOURCE_FILES = ("model.ckpt.data-00000-of-00001", "model.ckpt.index")
 
 
+def regular(path: Path) -> bool:
+    """Whether path is a regular file once symlinks are followed (a Hugging Face snapshot's
+    files are symlinks into its blobs): never a FIFO, a socket or a device, which would block
+    the read, or a folder."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):  # missing, a dangling link, a NUL in the name
+        return False
+
+
+def refuse_unless_regular(path: Path) -> None:
+    """Raise if something other than a regular file stands at path (a FIFO, which would block
+    the open forever, a socket, a device, a folder, a dangling symlink); nothing there is fine:
+    picogpt is about to write it."""
+    if os.path.lexists(path) and not regular(path):
+        raise PicoGPTError(_("{file} is not a regular file (a FIFO, a socket, a device, a folder "
+                             "or a broken symlink); delete it and run again.").format(file=path))
+
+
 def read_json(path: Path) -> Any:
-    """The JSON at path, or None if it is absent or unreadable."""
+    """The JSON at path, or None if it is absent, not a regular file, or unreadable (JSON
+    nested deeper than Python's recursion limit, "[" * 100000, is unreadable too)."""
+    if not regular(path):
+        return None
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):  # RecursionError: nesting too deep to read
+    except (OSError, ValueError, RecursionError):
         return None
 
 
@@ -63,6 +94,7 @@ def model_lock(model_dir: Path):
     """Hold an exclusive lock on model_dir while downloading into it or writing params/."""
     try:
         model_dir.mkdir(parents=True, exist_ok=True)
+        refuse_unless_regular(model_dir / ".lock")
         lock = open(model_dir / ".lock", "a")
     except OSError as e:
         raise PicoGPTError(_("cannot write to {folder}: {reason}. Choose a folder you can write "
@@ -133,7 +165,8 @@ def read_params(model_dir: Path) -> dict[str, np.ndarray] | None:
             return None
         for name, meta in manifest["tensors"].items():
             file = params_dir / f"{name}.npy"
-            if file.stat().st_size != file_size(meta):  # cut short, or grown, since written
+            if not regular(file) or file.stat().st_size != file_size(meta):  # cut short,
+                return None  # grown, or not a file at all (a FIFO would block the load)
                 return None
             array = np.asarray(np.load(file, mmap_mode="r"))
             if list(array.shape) != meta["shape"] or array.dtype != np.float32:
@@ -181,8 +214,21 @@ def write_tensors(named_arrays, out_dir: Path) -> dict[str, dict]:
             raise PicoGPTError(_("{file} does not read back as written (disk full or failing?); "
                                  "free some space and run again.").format(file=file))
         tensors[name] = {"shape": list(array.shape), "crc32": checksum,
-                         "size": file.stat().st_size}
+                         "size": file.stat().st_size, "finite": finite(array)}
     return tensors
+
+
+def first_not_finite(model_dir: Path, arrays: dict[str, np.ndarray]) -> str | None:
+    """The first tensor of model_dir's params/ (as read_params gave arrays) that holds NaN or
+    infinity, or None: as the manifest records it, written with each tensor. A store written
+    before it recorded that is checked here, one pass over its weights (docs/troubleshooting.md
+    has the cost), at each start: reading never writes into the folder."""
+    manifest = read_json(model_dir / "params" / "manifest.json")
+    tensors = manifest["tensors"] if isinstance(manifest, dict) else {}
+    checked = {name: finite(arrays[name]) for name, meta in tensors.items()
+               if "finite" not in meta and name in arrays}
+    return next((name for name, meta in tensors.items()
+                 if not meta.get("finite", checked.get(name, True))), None)
 
 
 def save_model(model_dir: Path, hparams: dict[str, int], params: dict, vocab_dir: Path | None,

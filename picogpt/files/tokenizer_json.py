@@ -134,8 +134,7 @@ def read_tokenizer_json(path: Path, fix: str) -> dict:
     if not isinstance(vocab, dict) or not all(isinstance(i, int) for i in vocab.values()):
         raise PicoGPTError(_("{path}'s model has no vocab of token -> id; {fix}.").format(
             path=path, fix=fix))
-    added = [(token.get("content"), token.get("id")) for token in data.get("added_tokens") or []
-             if isinstance(token, dict)]
+    added = added_tokens(path, data.get("added_tokens"), fix)
     if kind == "BPE":
         return {"kind": "bpe", "vocab": vocab, "merges": bpe_merges(path, data, fix),
                 "added": added}
@@ -143,14 +142,29 @@ def read_tokenizer_json(path: Path, fix: str) -> dict:
             "added": added}
 
 
+def added_tokens(path: Path, listed, fix: str) -> list[tuple[str, int]]:
+    """Each added token's text and id, from tokenizer.json's added_tokens: a list of objects
+    with a "content" that is a string and an "id" that is a whole number (or none at all)."""
+    tokens = listed if isinstance(listed, list) else [None] if listed is not None else []
+    if not all(isinstance(token, dict) and isinstance(token.get("content"), str)
+               and isinstance(token.get("id"), int) and not isinstance(token["id"], bool)
+               for token in tokens):
+        raise PicoGPTError(_("{path}'s added_tokens is not a list of tokens (objects with a "
+                             "string \"content\" and a whole-number \"id\"); {fix}.").format(
+                                 path=path, fix=fix))
+    return [(token["content"], token["id"]) for token in tokens]
+
+
 def named(part) -> str | None:
     """The type of a normalizer, pre-tokenizer or decoder (None if there is none); a Sequence
-    is named with what it holds, as in "Sequence [Strip, ByteLevel]"."""
+    is named with the types it holds, as in "Sequence [Strip, ByteLevel]", one level deep (a
+    Sequence nested 450 deep would otherwise pass Python's recursion limit)."""
     if not isinstance(part, dict):
         return None
     inside = part.get("normalizers") or part.get("pretokenizers") or part.get("decoders")
     if part.get("type") == "Sequence" and isinstance(inside, list):
-        return f"Sequence [{', '.join(str(named(step)) for step in inside)}]"
+        return "Sequence [{}]".format(", ".join(
+            str(step.get("type") if isinstance(step, dict) else None) for step in inside))
     return str(part.get("type"))
 
 

@@ -17,18 +17,26 @@ It is safe to leave running on a shared machine or with other sites open in the 
   left unread is never read as a request;
 - each request is answered speaking the page's language (errors.speaking): every message,
   the server's, the checks' and the book's, comes from the one catalog in it;
-- a silent connection is closed after `idle` seconds, 64 may wait to be accepted, and a
-  client that leaves (a closed tab) is let go without a word;
+- a silent connection is closed after `idle` seconds, a request must arrive whole within
+  `arrival` seconds of its first byte, and at most `arriving` connections are read at once
+  (gate.py's Arrivals: slow clients cannot hold the threads, and a page still gets its
+  answers); 64 may wait to be accepted, and a client that leaves (a closed tab) is let go
+  without a word;
+- the standard library's own refusals (a bad request line, a long address or long headers, a
+  method other than GET and POST, HTTP/2) are JSON errors like every other;
 - one computation runs at a time, a superseded request is not computed, and a page that last saw
   an older version of the text than another page made is refused: calls.py owns that order;
 - it never reads or writes a path a request names: it serves one page and the API, nothing else;
 - a bad request gets a JSON error the page shows; the server keeps answering.
 """
 
+import contextlib
 import http.server
+import io
 import itertools
 import json
 import secrets
+import socket
 import sys
 import threading
 from urllib.parse import urlparse
@@ -50,7 +58,12 @@ class ExploreServer(http.server.ThreadingHTTPServer):
     request_queue_size = 64  # connections the kernel holds until they are accepted (5 by default)
     idle = 60  # seconds a connection may stay silent before it is closed: each holds a thread
 
-    def __init__(self, session: Session, port: int, prompt: str = ""):
+    def __init__(self, session: Session, port: int, prompt: str = "", arrival: float = 10.0,
+                 arriving: int = 32, grace: float = 1.0):
+        """arrival: seconds a request may take to arrive whole, from its first byte; arriving:
+        connections whose request is read at once; grace: seconds the one that has waited
+        longest keeps its place when a new connection comes and there is no room (gate.py)."""
+        self.arrival, self.arrivals = arrival, gate.Arrivals(arriving, grace)
         try:
             super().__init__(("127.0.0.1", port), Handler)
         except OSError as e:
@@ -76,6 +89,26 @@ class ExploreServer(http.server.ThreadingHTTPServer):
         if not isinstance(sys.exc_info()[1], ConnectionError | TimeoutError):
             super().handle_error(request, client_address)
 
+    def process_request(self, request: socket.socket, client_address) -> None:
+        """A new connection gets a thread if there is room to read its request (gate.py's
+        Arrivals); else it is refused at once, with nothing read, from this loop."""
+        if self.arrivals.admit(request):
+            super().process_request(request, client_address)
+            return
+        refused = gate.crowded(self.arrivals.most)  # nothing read: no page language to speak
+        data = json.dumps({"error": str(refused)}).encode()
+        with contextlib.suppress(OSError):
+            request.setblocking(False)  # a few hundred bytes fit in a new socket's buffer
+            request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json; "
+                            b"charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n"
+                            b"Cache-Control: no-store\r\n\r\n%s" % (len(data), data))
+            request.recv(65536)  # what the client sent already: unread, closing would reset
+        self.shutdown_request(request)
+
+    def shutdown_request(self, request: socket.socket) -> None:
+        self.arrivals.forget(request)
+        super().shutdown_request(request)
+
 
 class Handler(Calls, http.server.BaseHTTPRequestHandler):
     """One request: checked, then the page or one API call (calls.py's Calls)."""
@@ -89,6 +122,44 @@ class Handler(Calls, http.server.BaseHTTPRequestHandler):
     def setup(self) -> None:
         self.timeout = self.server.idle  # the socket's: reading from a silent client ends
         super().setup()
+        self.rfile.close()  # read through gate.Arriving instead, which bounds the time
+        self.arriving = gate.Arriving(self.connection, self.server.arrivals, self.server.idle,
+                                      self.server.arrival)
+        self.rfile = io.BufferedReader(self.arriving)
+        self.first = True  # the server admitted this connection for its first request
+
+    def handle_one_request(self) -> None:
+        """One request, read within gate.Arriving's bounds: a connection kept open waits for
+        its next request only if there is room (else it is closed, as an idle one is)."""
+        if not self.first and not self.server.arrivals.admit(self.connection):
+            self.close_connection = True
+            return
+        self.first, self.headers = False, None  # no earlier request's language
+        self.command, self.requestline = "", ""  # read in super(): set in case it fails first
+        self.request_version = self.protocol_version
+        self.arriving.begin()
+        try:
+            super().handle_one_request()
+        except gate.Refused as e:  # late (408), or made to give its place up (503)
+            self.close_connection = True
+            with speaking(self.language()):
+                self.refuse(e.status, str(e))
+        finally:
+            self.server.arrivals.arrived(self.connection)
+
+    def language(self) -> str:
+        """The page's language, once the request's headers are read (English before)."""
+        return gate.language(None if self.headers is None else
+                             self.headers.get("Accept-Language"))
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None
+                   ) -> None:
+        """The standard library's own refusals, as JSON in the page's language (gate.refusal)
+        instead of its English HTML page."""
+        # a line it could not read counts as HTTP/0.9, whose answers have no status line
+        self.request_version = self.protocol_version
+        with speaking(self.language()):
+            self.refuse(code, gate.refusal(code, self.command))
 
     def refuse(self, status: int, message: str) -> None:
         """An error answer; message is in the page's language already (do_GET, do_POST)."""
@@ -96,9 +167,12 @@ class Handler(Calls, http.server.BaseHTTPRequestHandler):
 
     def answer(self, status: int, value: dict | None = None, body: bytes = b"",
                kind: str = "application/json") -> None:
-        """value as strict JSON (no NaN: JSON.parse refuses it), or body as kind."""
-        data = body if value is None else json.dumps(  # a lone surrogate a message quotes: "?"
-            value, ensure_ascii=False, allow_nan=False).encode("utf-8", "replace")
+        """value as strict JSON (no NaN: JSON.parse refuses it), or body as kind. A value that
+        holds a number JSON cannot carry is answered with that error instead."""
+        try:
+            data = body if value is None else encoded(value)
+        except PicoGPTError as e:
+            status, data = 500, encoded({"error": str(e)})
         self.send_response(status)
         if status >= 400:  # a refusal may leave a body unread: it must not be a next request
             self.send_header("Connection", "close")
@@ -109,7 +183,8 @@ class Handler(Calls, http.server.BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-store")
         self.send_header("X-Content-Type-Options", "nosniff")
         self.end_headers()
-        self.wfile.write(data)
+        if self.command != "HEAD":  # (refused with 501) an answer to HEAD has no body
+            self.wfile.write(data)
 
     def allowed(self) -> bool:
         """Host, Origin and secret as the module says (gate.allowed); 403 otherwise."""
@@ -122,11 +197,12 @@ class Handler(Calls, http.server.BaseHTTPRequestHandler):
         return True
 
     def do_GET(self) -> None:
-        with speaking(gate.language(self.headers.get("Accept-Language"))):
+        self.server.arrivals.arrived(self.connection)  # a GET is its line and headers
+        with speaking(self.language()):
             self.get()
 
     def do_POST(self) -> None:
-        with speaking(gate.language(self.headers.get("Accept-Language"))):
+        with speaking(self.language()):
             self.post()
 
     def get(self) -> None:
@@ -153,6 +229,7 @@ class Handler(Calls, http.server.BaseHTTPRequestHandler):
         except gate.Refused as e:
             self.refuse(e.status, str(e))
             return
+        self.server.arrivals.arrived(self.connection)  # what follows is computing
         number, page = body.get("seq", 0), body.get("page", "")
         if not isinstance(number, int) or isinstance(number, bool):
             self.refuse(400, _("{name} must be a whole number").format(name="seq"))
@@ -219,8 +296,18 @@ class Handler(Calls, http.server.BaseHTTPRequestHandler):
 
 
     def chunk(self, value: dict) -> None:
-        data = json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8", "replace")
-        data += b"\n"
+        data = encoded(value) + b"\n"
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
 
+
+def encoded(value: dict) -> bytes:
+    """value as strict JSON in UTF-8; PicoGPTError if it holds NaN or infinity, which strict
+    JSON cannot carry (JSON.parse refuses them)."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        raise PicoGPTError(_("the model gave numbers that are not finite (NaN or infinity) for "
+                             "this text, which an answer cannot carry; change the text, or load "
+                             "another model")) from None
+    return text.encode("utf-8", "replace")  # a lone surrogate a message quotes: "?"

@@ -132,7 +132,13 @@ class Session:
 
     def filtered(self, sampling: Sampling, form: Verse | None = None) -> np.ndarray:
         """The next token's logits after the form's mask, if one is asked, and the sampler's
-        filters (the penalty sees the text)."""
+        filters (the penalty sees the text). Logits that are not all finite are refused: no
+        sampler can draw from them, nor JSON carry them (the text stands)."""
+        if not np.isfinite(self.logits).all():
+            raise PicoGPTError(_("the model's logits after this text hold NaN or infinity "
+                                 "(finite weights can still overflow float32), so there is "
+                                 "nothing to show or draw from. Change the text, or load "
+                                 "another model."))
         # [n_vocab]: the mask first, so that top-k keeps the k best tokens the form allows
         allowed = None if form is None else self.allowed(form)
         logits = self.logits if allowed is None else masked(self.logits, allowed)
