@@ -11,7 +11,7 @@ import pytest
 
 from picogpt.chars import START, UNKNOWN, Chars, count_chars
 from picogpt.errors import PicoGPTError
-from picogpt.files.vocab import read_vocab
+from picogpt.files.vocabulary import read_vocab
 
 TEXT = ("床前明月光，疑是地上霜。\n举头望明月，低头思故乡。\n\n"
         "It was the best of times,  it was the worst of times.\n\tTabs,\tand  spaces \r\n\r"

@@ -173,7 +173,7 @@ def test_the_alphabet_is_read_from_the_vocabulary():
 
 
 def test_gpt2_vocabulary_and_a_missing_character_are_refused_in_one_line(vocab_dir):
-    from picogpt.files.vocab import read_vocab
+    from picogpt.files.vocabulary import read_vocab
 
     with pytest.raises(PicoGPTError, match="no token of its own for ，") as error:
         verse(read_vocab(vocab_dir, "-", gpt2=True), line=5)

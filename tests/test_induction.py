@@ -62,7 +62,7 @@ def test_the_lead_in_starts_at_its_step_in_about_half_the_windows():
 
 
 def test_the_vocabulary_names_its_tokens_and_ends_with_the_start_token(tmp_path):
-    from picogpt.files.vocab import read_vocab
+    from picogpt.files.vocabulary import read_vocab
 
     files = vocab_files(64)
     assert files["vocab.txt"].split("\n")[:3] == ["t0", "t1", "t2"]

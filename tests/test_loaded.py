@@ -43,7 +43,7 @@ def padded(tmp_path_factory, vocab_dir):
 
 
 def load_ids(folder: Path) -> list[int]:
-    from picogpt.files.vocab import read_vocab
+    from picogpt.files.vocabulary import read_vocab
 
     return read_vocab(folder, "").encode(PROMPT)
 

@@ -14,7 +14,7 @@ from picogpt import generate, load_encoder_hparams_and_params
 from picogpt.cli.train import main
 from picogpt.encoder import PIECES, SPECIAL, Encoder, bytes_to_unicode
 from picogpt.errors import PicoGPTError
-from picogpt.files.vocab import read_vocab
+from picogpt.files.vocabulary import read_vocab
 from picogpt.merges import bpe_files, learn_merges
 
 CORPUS = Path(__file__).parent / "data" / "corpus.txt"
@@ -158,7 +158,7 @@ def test_the_held_out_loss_is_reported_per_character_too(learned):
     scored) over the held-out paragraphs' characters, counted here."""
     import re
 
-    from picogpt.files.vocab import read_vocab
+    from picogpt.files.vocabulary import read_vocab
 
     root, done = learned
     encoder = read_vocab(root / "own", "")

@@ -17,7 +17,7 @@ from test_wordpiece import CORPUS, SETTINGS
 
 from picogpt import PicoGPTError
 from picogpt.files.load import read_encoder
-from picogpt.files.vocab import read_vocab
+from picogpt.files.vocabulary import read_vocab
 from scripts.fixtures.bert_vocab import chinese_vocab, small_vocab, write
 from scripts.fixtures.reference import hf_model_of
 

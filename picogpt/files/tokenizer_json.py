@@ -138,7 +138,7 @@ def read_tokenizer_json(path: Path, fix: str) -> dict:
     if kind == "BPE":
         return {"kind": "bpe", "vocab": vocab, "merges": bpe_merges(path, data, fix),
                 "added": added}
-    return {"kind": "wordpiece", "vocab": vocab, "settings": wordpiece_settings(path, data),
+    return {"kind": "wordpiece", "vocab": vocab, "settings": described_settings(path, data),
             "added": added}
 
 
@@ -202,7 +202,7 @@ def bpe_merges(path: Path, data: dict, fix: str) -> list[tuple[str, str]]:
     return merges
 
 
-def wordpiece_settings(path: Path, data: dict) -> dict:
+def described_settings(path: Path, data: dict) -> dict:
     """What WordPiece takes from a BERT tokenizer.json, after checking the settings it runs:
     BERT's text cleaning, "##" before a piece inside a word, words of at most 100 characters."""
     model, normalizer = data["model"], data["normalizer"]

@@ -1,12 +1,12 @@
-"""Which vocabulary a model folder holds, read from its files and checked.
+"""The vocabulary files before tokenizer.json, read and checked.
 
 A byte-level BPE (encoder.json and vocab.bpe, or Hugging Face's vocab.json and merges.txt) or a
 WordPiece vocabulary (vocab.txt with tokenizer_config.json and special_tokens_map.json), or
-either of them as a tokenizer.json describes it (all transformers 5 saves; tokenizer_json.py
-reads it), or a character vocabulary (chars.json, as picogpt.train --vocab chars writes): the
-files decide which, in every folder picogpt reads. A folder that holds
-tokenizer.json and the older files must hold one vocabulary in both. It reads and checks; the
-classes that use the vocabulary are encoder.py's, wordpiece.py's and chars.py's.
+a character vocabulary (chars.json, as picogpt.train --vocab chars writes): `read_files`
+reads the one kind a folder holds. tokenizer.json, which transformers 5 saves for either kind,
+is tokenizer_json.py's, built on the readers here; which of the two a folder is read by, and
+that they agree, is vocabulary.py's. It reads and checks; the classes that use the vocabulary are
+encoder.py's, wordpiece.py's and chars.py's.
 """
 
 from pathlib import Path
@@ -34,21 +34,6 @@ def wanted(kind: str) -> str:
     """What a setting of SETTINGS must be, in words."""
     return {"flag": _("true or false"), "token": _("a string"),
             "flag or null": _("true, false or null"), "words": _("a list of strings or null")}[kind]
-
-
-def read_vocab(folder: Path, fix: str, gpt2: bool = False):
-    """The vocabulary of a model folder (an Encoder or a WordPiece), chosen by its files; with
-    gpt2, it must be GPT-2's own 50,257 tokens and 50,000 merges. fix says what to do about a
-    bad file."""
-    if not (folder / TOKENIZER_JSON).is_file():
-        return read_files(folder, fix, gpt2)
-    from .tokenizer_json import read_described  # it builds on this room's readers
-
-    described = read_described(folder, fix, gpt2)
-    older = [name for pair in BPE_FILES for name in pair] + [WORDPIECE_FILES[0]]
-    if any((folder / name).is_file() for name in older):
-        same_vocabulary(read_files(folder, fix, gpt2), described, folder, fix)
-    return described
 
 
 def read_files(folder: Path, fix: str, gpt2: bool):
@@ -85,41 +70,6 @@ def read_files(folder: Path, fix: str, gpt2: bool):
         return read_wordpiece(folder, fix)
     tokens, merges = bpe[0]
     return read_bpe(folder / tokens, folder / merges, (N_VOCAB, N_MERGES) if gpt2 else None, fix)
-
-
-def same_vocabulary(older, described, folder: Path, fix: str) -> None:
-    """older (from vocab.json and merges.txt, or vocab.txt ...) and described (tokenizer.json's)
-    must be one vocabulary; else one line naming the first difference."""
-    files = " + ".join(name for name in [*[n for pair in BPE_FILES for n in pair],
-                                         WORDPIECE_FILES[0]] if (folder / name).is_file())
-    kinds = {Encoder: "byte-level BPE", WordPiece: "WordPiece"}
-    if type(older) is not type(described):
-        what = _("the kind of vocabulary ({a} in tokenizer.json, {b} in {files})").format(
-            a=kinds[type(described)], b=kinds[type(older)], files=files)
-    elif isinstance(older, Encoder):
-        what = first_difference(described.encoder, older.encoder, "token", files) or \
-            first_difference(dict(enumerate(sorted(described.ranks, key=described.ranks.get))),
-                             dict(enumerate(sorted(older.ranks, key=older.ranks.get))),
-                             "merge", files)
-    else:
-        what = first_difference(described.ids, older.ids, "token", files) or next((
-            _("{name} ({a} in tokenizer.json, {b} in {files})").format(
-                name=name, a=getattr(described, name), b=getattr(older, name), files=files)
-            for name in ("lower", "strip", "chinese", "start", "end", "unknown", "n_vocab")
-            if getattr(described, name) != getattr(older, name)), None)
-    if what:
-        raise PicoGPTError(_("{folder} holds tokenizer.json and {files}, which disagree on "
-                             "{what}; {fix}.").format(folder=folder, files=files, what=what,
-                                                      fix=fix))
-
-
-def first_difference(described: dict, older: dict, name: str, files: str) -> str | None:
-    """The first key whose value differs between the two (tokenizer.json's first), said."""
-    for key in [*described, *(key for key in older if key not in described)]:
-        if described.get(key) != older.get(key):
-            return _("{name} {key} ({a} in tokenizer.json, {b} in {files})").format(
-                name=name, key=repr(key), a=described.get(key), b=older.get(key), files=files)
-    return None
 
 
 def read_bpe(tokens_file: Path, merges_file: Path, sizes: tuple[int, int] | None,
