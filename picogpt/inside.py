@@ -17,7 +17,7 @@ from .sampling import most_likely
 
 # Positions whose [n, n_vocab] lens probabilities are made at once: a 1,000-position stream's
 # whole would be 200 MB on GPT-2's vocabulary, and softmax and the top-k pick copy it twice.
-LENS_CHUNK = 64
+LENS_CHUNK = 32
 
 
 def trace(ids, params: dict, n_head: int,
@@ -45,11 +45,19 @@ def trace(ids, params: dict, n_head: int,
 def run_with_hooks(ids, params: dict, n_head: int, hook: Callable[..., None],
                    rows: int | None = None) -> np.ndarray:  # [n_seq] ids -> [n_seq, n_embd]
     """gpt2's forward pass up to ln_final (returned), calling hook(name, value) on each value
-    trace names as it is made. With rows, each block's attention is made that many queries at a
-    time: hook then sees attn.attn_scores and attn.pattern in pieces, hook(name, value, row) with
-    value's first query row, and no block's whole [n_head, n_seq, n_seq] is ever held."""
+    trace names as it is made. With rows, each block's attention, and its MLP's GELU, run that
+    many positions (queries) at a time: hook then sees attn.attn_scores, attn.pattern, mlp.pre
+    and mlp.post in pieces, as hook(name, value, row) with value's first row, and no block's
+    whole [n_head, n_seq, n_seq] pattern is ever held. The products with the weights stay whole,
+    as gpt2 makes them: BLAS may round a piece's rows otherwise than the whole's."""
     ids = np.asarray(ids)
     n_seq = ids.shape[-1]
+    step = rows or n_seq
+
+    def in_pieces(run: Callable[[int], np.ndarray]) -> np.ndarray:  # run(row): rows row, ...
+        pieces = [run(row) for row in range(0, n_seq, step)]  # without rows, the whole at once
+        return pieces[0] if len(pieces) == 1 else np.concatenate(pieces, axis=-2)
+
     x = embed(ids, params["wte"], params["wpe"])  # [..., n_seq, n_embd]
     hook("embed", params["wte"][ids])  # its two parts
     hook("pos_embed", params["wpe"][:n_seq])
@@ -59,21 +67,25 @@ def run_with_hooks(ids, params: dict, n_head: int, hook: Callable[..., None],
         def attend(q, k, v, at=at):  # mha's attention step: causal_attention, values shown
             for name, value in (("q", q), ("k", k), ("v", v)):
                 hook(f"{at}attn.{name}", value)
-            mask, step, z = future_mask(n_seq, n_seq, q.dtype), rows or n_seq, []
-            for row in range(0, n_seq, step):  # one piece, the whole of it, without rows
+            mask = future_mask(n_seq, n_seq, q.dtype)
+
+            def queries(row: int) -> np.ndarray:  # -> [..., n_head, step, d_head]
                 scores = attention_scores(q[..., row : row + step, :], k, mask[row : row + step])
                 hook(f"{at}attn.attn_scores", scores, row)  # [..., n_head, step, n_seq]
                 pattern = softmax(scores)
                 hook(f"{at}attn.pattern", pattern, row)
-                z.append(pattern @ v)  # [..., n_head, step, d_head]
-            z = z[0] if len(z) == 1 else np.concatenate(z, axis=-2)
+                return pattern @ v
+
+            z = in_pieces(queries)
             hook(f"{at}attn.z", z)
             return z
 
-        def activation(h, at=at):  # ffn's GELU, its input and output shown
-            hook(f"{at}mlp.pre", h)
-            post = gelu(h)
-            hook(f"{at}mlp.post", post)
+        def activation(pre: np.ndarray, at=at) -> np.ndarray:  # ffn's GELU, rows at a time
+            post = np.empty_like(pre)  # [..., n_seq, 4 * n_embd], written piece by piece
+            for row in range(0, n_seq, step):
+                hook(f"{at}mlp.pre", pre[..., row : row + step, :], row)
+                post[..., row : row + step, :] = gelu(pre[..., row : row + step, :])
+                hook(f"{at}mlp.post", post[..., row : row + step, :], row)
             return post
 
         hook(f"{at}resid_pre", x)
@@ -114,12 +126,10 @@ def lens_rows(values: dict[str, np.ndarray], params: dict, top: int = 5,
     """logit_lens one residual stream at a time: (ids, probabilities), [n_seq, top] each. A
     stream's [n_seq, n_vocab] probabilities are made chunk positions at a time, never whole."""
     for name in residual_names(len(params["blocks"])):
-        stream = values[name]  # [n_seq, n_embd]
-        pieces = []
+        stream, pieces = values[name], []  # [n_seq, n_embd]
         for row in range(0, stream.shape[-2], chunk):
-            logits = layer_norm(stream[..., row : row + chunk, :], **params["ln_f"]) @ params[
-                "wte"].T  # [chunk, n_vocab]
-            layer_probs = softmax(logits)
+            piece = layer_norm(stream[..., row : row + chunk, :], **params["ln_f"])
+            layer_probs = softmax(piece @ params["wte"].T)  # [chunk, n_vocab]
             best = most_likely(layer_probs, top)  # [chunk, top]
             pieces.append((best, np.take_along_axis(layer_probs, best, axis=-1)))
         ids, probs = zip(*pieces)
@@ -240,12 +250,10 @@ def previous_line_job(ids, breaks) -> tuple[np.ndarray, np.ndarray]:
 
 
 def one_key_each(n_seq: int, queries: np.ndarray, keys: np.ndarray):
-    """A job in which each of queries looks at one key: [n_seq, n_seq] keys, [n_seq] queries."""
+    """The job in which query queries[m] looks at position keys[m] alone."""
     where = np.zeros((n_seq, n_seq), bool)
     where[queries, keys] = True
-    asked = np.zeros(n_seq, bool)
-    asked[queries] = True
-    return where, asked
+    return where, where.any(axis=-1)
 
 
 def last_break_score(values: dict[str, np.ndarray], ids, breaks) -> np.ndarray:

@@ -30,7 +30,7 @@ ATTENTION_BYTES = 3_000_000
 N_WPE = 128  # positions in the wpe similarity picture
 # Queries whose attention is made at once: one block's whole pattern at 1,024 positions is 50 MB
 # on the 124M shape, and the softmax copies it twice (docs/performance.md, "The inside views").
-ATTENTION_ROWS = 128
+ATTENTION_ROWS = 64
 
 
 def views(ids: list[int], params: dict, n_head: int, encoder: Encoder,
