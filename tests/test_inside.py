@@ -742,7 +742,8 @@ def test_the_views_made_in_pieces_equal_the_definitions_on_the_whole_trace(vocab
                                                                            monkeypatch):
     """With attention and GELU made 7 positions at a time and the lens 5 at a time, the
     views' attention, head scores and lens are trace's patterns, the head scores of its values
-    and logit_lens of its streams, exactly."""
+    and logit_lens of its streams (to float32 rounding: BLAS may round a piece's rows otherwise
+    than the whole's)."""
     import picogpt.inside
     import picogpt.web.views
     from picogpt.inside import first_token_score, induction_score, previous_token_score
@@ -790,10 +791,10 @@ def test_trace_pieced_by_rows_equals_the_whole_and_scores_equal_their_old_stacke
     pieced = {}
     run_with_hooks(ids, params, 4, lambda name, value, row=0: pieced.setdefault(
         name, []).append(value), rows=8)
-    for name in residual_names(2):
-        np.testing.assert_array_equal(pieced[name][0], values[name])
-    np.testing.assert_array_equal(np.concatenate(pieced["blocks.1.attn.pattern"], axis=-2),
-                                  values["blocks.1.attn.pattern"])
+    for name in residual_names(2):  # to float32 rounding: BLAS may round a piece otherwise
+        np.testing.assert_allclose(pieced[name][0], values[name], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.concatenate(pieced["blocks.1.attn.pattern"], axis=-2),
+                               values["blocks.1.attn.pattern"], rtol=1e-5, atol=1e-9)
     weights = np.stack([values[f"blocks.{i}.attn.pattern"] for i in (0, 1)])
     np.testing.assert_allclose(previous_token_score(values),
                                np.diagonal(weights, -1, -2, -1).mean(-1), rtol=1e-6)
