@@ -154,11 +154,12 @@ const Views = (() => {
     for (const [axis, long] of [["attn-x", "width"], ["attn-y", "height"]]) {
       const labels = document.getElementById(axis);
       labels.replaceChildren();
-      // groups end at the last position, which always has its label; a shorter first group
-      // has no room for the font and stays blank
-      for (let end = n; end > 0; end -= every) {
-        const rows = Math.min(every, end), i = A.first + end - 1;
-        const label = el("span", {class: "label", title: `${i}`}, rows === every ? names[i] : "");
+      // groups end at the last position, which always has its label; the first group takes
+      // what is left (every to 2 * every - 1 positions), so that each has room for the font
+      for (let end = n, rows; end > 0; end -= rows) {
+        rows = end < 2 * every ? end : every;
+        const i = A.first + end - 1;
+        const label = el("span", {class: "label", title: `${i}`}, names[i]);
         label.style[long] = label.style.lineHeight = rows * scale + "px";
         label.style.fontSize = size;
         labels.prepend(label);
@@ -270,7 +271,7 @@ const Views = (() => {
     if (first > 0) container.prepend(el("div", {class: "note"}, t("range", {a: first, b: toks.length - 1, n: toks.length - first})));
     // a table wider than the page scrolls sideways, its layer column staying put; a line above it
     // says so, and the right edge fades while there is more to the right
-    const cue = el("div", {class: "note cue", id: "lens-cue"}, t("lens_scroll"));
+    const cue = el("div", {class: "cue", id: "lens-cue"}, t("lens_scroll"));
     container.prepend(cue);
     const edge = () => {
       const more = scroller.scrollWidth - scroller.clientWidth;
