@@ -1,18 +1,23 @@
 """The inside view: what each layer computes, which tokens it weighed, what it nearly said.
 
 It holds `trace` (the forward pass with every intermediate value kept, under TransformerLens's hook
-names without `hook_`), `logit_lens`, `cosine_similarity` and the head scores. trace runs
-model.py's own functions in `gpt2`'s order, so its logits equal `gpt2`'s bit for bit (a test checks
-it).
+names without `hook_`), `run_with_hooks` (the same pass, each value shown to a hook as it is made
+and kept by no one unless the hook keeps it), `logit_lens`, `cosine_similarity` and the head
+scores. trace runs model.py's own functions in `gpt2`'s order, so its logits equal `gpt2`'s bit
+for bit (a test checks it).
 """
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 import numpy as np
 
 from .encoder import N_VOCAB
 from .model import attention_scores, embed, ffn, future_mask, gelu, layer_norm, mha, softmax
 from .sampling import most_likely
+
+# Positions whose [n, n_vocab] lens probabilities are made at once: a 1,000-position stream's
+# whole would be 200 MB on GPT-2's vocabulary, and softmax and the top-k pick copy it twice.
+LENS_CHUNK = 32
 
 
 def trace(ids, params: dict, n_head: int,
@@ -30,39 +35,72 @@ def trace(ids, params: dict, n_head: int,
     """
     values = {}
 
-    def keep(name: str, value: np.ndarray) -> np.ndarray:
+    def keep(name: str, value: np.ndarray, row: int = 0) -> None:
         if names is None or name in names:
             values[name] = value
-        return value
 
+    return run_with_hooks(ids, params, n_head, keep) @ params["wte"].T, values  # [n_seq, n_vocab]
+
+
+def run_with_hooks(ids, params: dict, n_head: int, hook: Callable[..., None],
+                   rows: int | None = None) -> np.ndarray:  # [n_seq] ids -> [n_seq, n_embd]
+    """gpt2's forward pass up to ln_final (returned), calling hook(name, value) on each value
+    trace names as it is made. With rows, each block's attention, and its MLP's GELU, run that
+    many positions (queries) at a time: hook then sees attn.attn_scores, attn.pattern, mlp.pre
+    and mlp.post in pieces, as hook(name, value, row) with value's first row, and no block's
+    whole [n_head, n_seq, n_seq] pattern is ever held. The products with the weights stay whole,
+    as gpt2 makes them: BLAS may round a piece's rows otherwise than the whole's."""
     ids = np.asarray(ids)
     n_seq = ids.shape[-1]
+    step = rows or n_seq
+
+    def in_pieces(run: Callable[[int], np.ndarray]) -> np.ndarray:  # run(row): rows row, ...
+        pieces = [run(row) for row in range(0, n_seq, step)]  # without rows, the whole at once
+        return pieces[0] if len(pieces) == 1 else np.concatenate(pieces, axis=-2)
+
     x = embed(ids, params["wte"], params["wpe"])  # [..., n_seq, n_embd]
-    if names is None or "embed" in names:  # its two parts, when asked for
-        values["embed"] = params["wte"][ids]
-    if names is None or "pos_embed" in names:
-        values["pos_embed"] = params["wpe"][:n_seq]
+    hook("embed", params["wte"][ids])  # its two parts
+    hook("pos_embed", params["wpe"][:n_seq])
     for i, block in enumerate(params["blocks"]):  # transformer_block, with its parts named
         at = f"blocks.{i}."
 
-        def attend(q, k, v, at=at):  # mha's attention step: causal_attention, values kept
+        def attend(q, k, v, at=at):  # mha's attention step: causal_attention, values shown
             for name, value in (("q", q), ("k", k), ("v", v)):
-                keep(f"{at}attn.{name}", value)
-            scores = attention_scores(q, k, future_mask(n_seq, n_seq, q.dtype))
-            pattern = keep(f"{at}attn.pattern", softmax(keep(f"{at}attn.attn_scores", scores)))
-            return keep(f"{at}attn.z", pattern @ v)
+                hook(f"{at}attn.{name}", value)
+            mask = future_mask(n_seq, n_seq, q.dtype)
 
-        def activation(h, at=at):  # ffn's GELU, its input and output kept
-            return keep(f"{at}mlp.post", gelu(keep(f"{at}mlp.pre", h)))
+            def queries(row: int) -> np.ndarray:  # -> [..., n_head, step, d_head]
+                scores = attention_scores(q[..., row : row + step, :], k, mask[row : row + step])
+                hook(f"{at}attn.attn_scores", scores, row)  # [..., n_head, step, n_seq]
+                pattern = softmax(scores)
+                hook(f"{at}attn.pattern", pattern, row)
+                return pattern @ v
 
-        keep(f"{at}resid_pre", x)
+            z = in_pieces(queries)
+            hook(f"{at}attn.z", z)
+            return z
+
+        def activation(pre: np.ndarray, at=at) -> np.ndarray:  # ffn's GELU, rows at a time
+            post = np.empty_like(pre)  # [..., n_seq, 4 * n_embd], written piece by piece
+            for row in range(0, n_seq, step):
+                hook(f"{at}mlp.pre", pre[..., row : row + step, :], row)
+                post[..., row : row + step, :] = gelu(pre[..., row : row + step, :])
+                hook(f"{at}mlp.post", post[..., row : row + step, :], row)
+            return post
+
+        hook(f"{at}resid_pre", x)
         attn_out = mha(layer_norm(x, **block["ln_1"]), **block["attn"], n_head=n_head,
                        attend=attend)
-        x = keep(f"{at}resid_mid", x + keep(f"{at}attn_out", attn_out))
+        hook(f"{at}attn_out", attn_out)
+        x = x + attn_out
+        hook(f"{at}resid_mid", x)
         mlp_out = ffn(layer_norm(x, **block["ln_2"]), **block["mlp"], activation=activation)
-        x = keep(f"{at}resid_post", x + keep(f"{at}mlp_out", mlp_out))
-    ln_final = keep("ln_final", layer_norm(x, **params["ln_f"]))
-    return ln_final @ params["wte"].T, values  # [n_seq, n_vocab]
+        hook(f"{at}mlp_out", mlp_out)
+        x = x + mlp_out
+        hook(f"{at}resid_post", x)
+    ln_final = layer_norm(x, **params["ln_f"])
+    hook("ln_final", ln_final)
+    return ln_final
 
 
 def residual_names(n_layer: int) -> list[str]:
@@ -83,12 +121,19 @@ def logit_lens(values: dict[str, np.ndarray], params: dict,
     return np.stack(ids), np.stack(probs)
 
 
-def lens_rows(values: dict[str, np.ndarray], params: dict, top: int = 5):
-    """logit_lens one residual stream at a time: (ids, probabilities), [n_seq, top] each."""
+def lens_rows(values: dict[str, np.ndarray], params: dict, top: int = 5,
+              chunk: int = LENS_CHUNK):
+    """logit_lens one residual stream at a time: (ids, probabilities), [n_seq, top] each. A
+    stream's [n_seq, n_vocab] probabilities are made chunk positions at a time, never whole."""
     for name in residual_names(len(params["blocks"])):
-        layer_probs = softmax(layer_norm(values[name], **params["ln_f"]) @ params["wte"].T)
-        best = most_likely(layer_probs, top)  # [n_seq, top]
-        yield best, np.take_along_axis(layer_probs, best, axis=-1)
+        stream, pieces = values[name], []  # [n_seq, n_embd]
+        for row in range(0, stream.shape[-2], chunk):
+            piece = layer_norm(stream[..., row : row + chunk, :], **params["ln_f"])
+            layer_probs = softmax(piece @ params["wte"].T)  # [chunk, n_vocab]
+            best = most_likely(layer_probs, top)  # [chunk, top]
+            pieces.append((best, np.take_along_axis(layer_probs, best, axis=-1)))
+        ids, probs = zip(*pieces)
+        yield np.concatenate(ids, axis=-2), np.concatenate(probs, axis=-2)
 
 
 def cosine_similarity(x: np.ndarray) -> np.ndarray:  # [n, d] -> [n, n]
@@ -103,35 +148,47 @@ def cosine_similarity(x: np.ndarray) -> np.ndarray:  # [n, d] -> [n, n]
 # al., "In-context Learning and Induction Heads" (2022), and are what TransformerLens users know
 # as head detectors ("previous_token_head", "induction_head"). The pattern of block i is
 # values["blocks.{i}.attn.pattern"], [n_head, n_seq, n_seq], rows the queries.
+#
+# A job is two arrays: keys, [n_seq, n_seq] bool, the positions each query should look at, and
+# queries, [n_seq] bool, where the job applies. A head's score is each such query's summed weight
+# on its keys (job_weights), averaged over those queries. A query's weight needs only its own row
+# of the pattern, so a page can score each block's rows as they are made and keep none of them.
 
 
-def patterns(values: dict[str, np.ndarray]) -> np.ndarray:
-    """Every block's attention pattern, stacked: [n_layer, n_head, n_seq, n_seq]."""
+def score(values: dict[str, np.ndarray], job: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """A head score of every block's pattern in values, one block at a time: [n_layer, n_head]."""
     n_layer = sum(1 for name in values if name.endswith(".attn.pattern"))
-    return np.stack([values[f"blocks.{i}.attn.pattern"] for i in range(n_layer)])
+    keys, queries = job
+    return np.stack([job_weights(values[f"blocks.{i}.attn.pattern"], keys)[..., queries]
+                     .mean(axis=-1) for i in range(n_layer)])
 
 
-def previous_token_score(values: dict[str, np.ndarray]) -> np.ndarray:  # -> [n_layer, n_head]
-    """For each query position i >= 1, the weight on position i - 1, averaged over those i."""
-    weights = patterns(values)
-    if weights.shape[-1] < 2:
+def job_weights(pattern: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Each query's summed weight on the keys that do the job: a pattern's rows (all of them,
+    or a piece of them as run_with_hooks makes it) and the job's keys for the same rows."""
+    return (pattern * keys).sum(axis=-1)  # [n_head, n_q, n_seq], [n_q, n_seq] -> [n_head, n_q]
+
+
+def previous_token_job(n_seq: int) -> tuple[np.ndarray, np.ndarray]:
+    """Query i >= 1 looks at position i - 1."""
+    if n_seq < 2:
         raise ValueError("a previous-token score needs at least 2 positions")
-    return np.diagonal(weights, offset=-1, axis1=-2, axis2=-1).mean(axis=-1)
+    return np.eye(n_seq, k=-1, dtype=bool), np.arange(n_seq) >= 1
 
 
-def first_token_score(values: dict[str, np.ndarray]) -> np.ndarray:  # -> [n_layer, n_head]
-    """For each query position i >= 1, the weight on position 0, averaged over those i."""
-    weights = patterns(values)
-    if weights.shape[-1] < 2:
+def first_token_job(n_seq: int) -> tuple[np.ndarray, np.ndarray]:
+    """Query i >= 1 looks at position 0."""
+    if n_seq < 2:
         raise ValueError("a first-token score needs at least 2 positions")
-    return weights[..., 1:, 0].mean(axis=-1)
+    keys = np.zeros((n_seq, n_seq), bool)
+    keys[:, 0] = True
+    return keys, np.arange(n_seq) >= 1
 
 
-def induction_score(values: dict[str, np.ndarray], ids) -> np.ndarray:  # -> [n_layer, n_head]
-    """For each query position i whose token ids[i] occurred before, at positions j < i, the
-    summed weight on the positions j + 1 (the tokens that followed the earlier occurrences),
-    averaged over those positions i."""
-    weights, ids = patterns(values), np.asarray(ids)
+def induction_job(ids) -> tuple[np.ndarray, np.ndarray]:
+    """Query i, whose token ids[i] occurred before at positions j < i, looks at every j + 1
+    (the tokens that followed the earlier occurrences)."""
+    ids = np.asarray(ids)
     n_seq = ids.shape[-1]
     same = (ids[:, None] == ids[None, :]) & np.tri(n_seq, k=-1, dtype=bool)  # [n_seq, n_seq]
     after = np.zeros((n_seq, n_seq), bool)  # query i -> key j + 1, for each earlier j
@@ -139,7 +196,24 @@ def induction_score(values: dict[str, np.ndarray], ids) -> np.ndarray:  # -> [n_
     repeated = same.any(axis=-1)  # [n_seq] queries whose token came before
     if not repeated.any():
         raise ValueError("an induction score needs a token that occurs twice in ids")
-    return (weights * after).sum(axis=-1)[..., repeated].mean(axis=-1)
+    return after, repeated
+
+
+def previous_token_score(values: dict[str, np.ndarray]) -> np.ndarray:  # -> [n_layer, n_head]
+    """For each query position i >= 1, the weight on position i - 1, averaged over those i."""
+    return score(values, previous_token_job(values["blocks.0.attn.pattern"].shape[-1]))
+
+
+def first_token_score(values: dict[str, np.ndarray]) -> np.ndarray:  # -> [n_layer, n_head]
+    """For each query position i >= 1, the weight on position 0, averaged over those i."""
+    return score(values, first_token_job(values["blocks.0.attn.pattern"].shape[-1]))
+
+
+def induction_score(values: dict[str, np.ndarray], ids) -> np.ndarray:  # -> [n_layer, n_head]
+    """For each query position i whose token ids[i] occurred before, at positions j < i, the
+    summed weight on the positions j + 1 (the tokens that followed the earlier occurrences),
+    averaged over those positions i."""
+    return score(values, induction_job(ids))
 
 
 def line_places(ids, breaks) -> tuple[np.ndarray, np.ndarray]:  # [n_seq] -> [n_seq], [n_seq]
@@ -151,23 +225,20 @@ def line_places(ids, breaks) -> tuple[np.ndarray, np.ndarray]:  # [n_seq] -> [n_
     return line, np.arange(len(line)) - starts[line]
 
 
-def last_break_score(values: dict[str, np.ndarray], ids, breaks) -> np.ndarray:
-    """For each query position i with a break token (of breaks) before it, the weight on the
-    latest such position j < i, averaged over those i: the head that counts within a line."""
-    weights, is_break = patterns(values), np.isin(np.asarray(ids), list(breaks))
+def last_break_job(ids, breaks) -> tuple[np.ndarray, np.ndarray]:
+    """Query i, with a break token (of breaks) before it, looks at the latest such j < i."""
+    is_break = np.isin(np.asarray(ids), list(breaks))  # [n_seq]
     n_seq = is_break.shape[-1]
     latest = np.maximum.accumulate(np.where(is_break, np.arange(n_seq), -1))  # [n_seq]
     before = np.concatenate([[-1], latest[:-1]])  # [n_seq] latest break j < i, or -1
     queries = np.flatnonzero(before >= 0)
     if not queries.size:
         raise ValueError("a last-break score needs a break token before some position")
-    return weights[..., queries, before[queries]].mean(axis=-1)  # [n_layer, n_head]
+    return one_key_each(n_seq, queries, before[queries])
 
 
-def previous_line_score(values: dict[str, np.ndarray], ids, breaks) -> np.ndarray:
-    """For each query position i at place p of line k >= 1 whose line k - 1 has a place p,
-    the weight on that position, averaged over those i: the head that reads the line above."""
-    weights = patterns(values)
+def previous_line_job(ids, breaks) -> tuple[np.ndarray, np.ndarray]:
+    """Query i, at place p of line k >= 1 whose line k - 1 has a place p, looks at that place."""
     line, place = line_places(ids, breaks)
     above = {(k, p): j for j, (k, p) in enumerate(zip(line.tolist(), place.tolist()))}
     pairs = [(i, above[k - 1, p]) for i, (k, p) in enumerate(zip(line.tolist(), place.tolist()))
@@ -175,7 +246,26 @@ def previous_line_score(values: dict[str, np.ndarray], ids, breaks) -> np.ndarra
     if not pairs:
         raise ValueError("a previous-line score needs two lines in ids")
     queries, keys = np.array(pairs).T
-    return weights[..., queries, keys].mean(axis=-1)  # [n_layer, n_head]
+    return one_key_each(len(line), queries, keys)
+
+
+def one_key_each(n_seq: int, queries: np.ndarray, keys: np.ndarray):
+    """The job in which query queries[m] looks at position keys[m] alone."""
+    where = np.zeros((n_seq, n_seq), bool)
+    where[queries, keys] = True
+    return where, where.any(axis=-1)
+
+
+def last_break_score(values: dict[str, np.ndarray], ids, breaks) -> np.ndarray:
+    """For each query position i with a break token (of breaks) before it, the weight on the
+    latest such position j < i, averaged over those i: the head that counts within a line."""
+    return score(values, last_break_job(ids, breaks))  # [n_layer, n_head]
+
+
+def previous_line_score(values: dict[str, np.ndarray], ids, breaks) -> np.ndarray:
+    """For each query position i at place p of line k >= 1 whose line k - 1 has a place p,
+    the weight on that position, averaged over those i: the head that reads the line above."""
+    return score(values, previous_line_job(ids, breaks))  # [n_layer, n_head]
 
 
 def repeated_tokens(n: int, seed: int = 0, n_vocab: int = N_VOCAB) -> list[int]:

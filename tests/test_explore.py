@@ -544,3 +544,23 @@ def test_gpt2s_page_has_no_form_row(served, browser):
     page = open_page(browser, served)
     assert page.locator("#verse").count() == 1 and not page.locator("#verse").is_visible()
     assert page.errors == []
+
+
+def test_an_acrostic_the_vocabulary_cannot_write_is_named_as_the_page_names_it(tmp_path):
+    """The page's refusal of an acrostic names its own field (acrostic, 藏头字) in the page's
+    language, never the command line's flag --acrostic."""
+    server = ExploreServer(uer_session(tmp_path), 0, "")
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        body = json.dumps({"acrostic": "𠀀龘", "line": 5}).encode()
+        said = {}
+        for language in ("en", "zh-CN,zh;q=0.9"):
+            status, value = request(server, body=body, headers={"Accept-Language": language})
+            assert status == 400, value
+            said[language] = value["error"]
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert said["en"].startswith("the acrostic 𠀀龘: ") and "𠀀" in said["en"], said
+    assert said["zh-CN,zh;q=0.9"].startswith("藏头字 𠀀龘："), said
+    assert not any("--acrostic" in text for text in said.values()), said

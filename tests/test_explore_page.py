@@ -667,3 +667,49 @@ def test_composing_with_an_input_method_sends_nothing_until_the_character(wordpi
     page.wait_for_function("document.querySelectorAll('#cands .p.after').length > 0")
     assert not any("chun" in body for body in sent) and any("春" in body for body in sent), sent
     assert not status(page) and page.errors == []
+
+
+@pytest.mark.parametrize("locale", ["en-US", "zh-CN"])
+def test_a_phone_reads_the_attention_labels_and_is_told_the_lens_scrolls(vocab_dir, browser,
+                                                                         locale, tmp_path):
+    """At 390 px and 34 tokens, a row of the attention map is 7 px: the axes label every second
+    position in a font of at least 10 px, the last one always, each inside its box. The logit
+    lens, far wider than the phone, says it scrolls, fades at its right edge while there is
+    more, and keeps its layer column in place when scrolled to its end."""
+    from picogpt.files.load import read_encoder
+    from picogpt.train import init_params
+    from picogpt.web.page import explain
+
+    encoder = read_encoder(vocab_dir)
+    hparams = {"n_vocab": 50257, "n_ctx": 64, "n_embd": 48, "n_head": 12, "n_layer": 12}
+    params = init_params(hparams, np.random.default_rng(0))
+    text = ("The cat sat on the mat. It was a warm day, and the children were playing in the "
+            "park near the old river, all of them laughing aloud")
+    n_seq = len(encoder.encode(text)) + 3
+    assert n_seq == 34
+    context = browser.new_context(locale=locale, viewport={"width": 390, "height": 900},
+                                  is_mobile=True, has_touch=True)
+    page = context.new_page()
+    page.set_content(explain(text, encoder, hparams, params, n_tokens=3).html)
+    assert_fits(page, 390)
+    shown = page.evaluate("""() => [...document.querySelectorAll('#tokens .tok .text')]
+                             .map(e => e.textContent)""")
+    for axis in ("attn-x", "attn-y"):
+        labels = page.evaluate(f"""() => [...document.querySelectorAll('#{axis} .label')].map(
+            e => [e.textContent, Number(e.title), parseFloat(getComputedStyle(e).fontSize)])""")
+        assert [position for _, position, _ in labels] == list(range(1, n_seq, 2))
+        assert [text for text, _, _ in labels] == shown[1::2]
+        assert min(size for _, _, size in labels) >= 10, labels
+    lens = page.locator("#lens .scroller")
+    lens.scroll_into_view_if_needed()
+    assert lens.evaluate("e => e.scrollWidth") > 3 * lens.evaluate("e => e.clientWidth")
+    cue = page.locator("#lens-cue")
+    assert cue.is_visible() and ("滑动" if locale == "zh-CN" else "scroll") in cue.inner_text()
+    assert "more" in page.locator("#lens").get_attribute("class")
+    page.screenshot(path=str(tmp_path / "lens-start.png"))
+    lens.evaluate("e => { e.scrollLeft = e.scrollWidth; }")
+    page.wait_for_function("!document.getElementById('lens').classList.contains('more')")
+    first = page.locator("#lens tr:nth-child(3) > th").bounding_box()
+    assert abs(first["x"] - lens.bounding_box()["x"]) <= 1  # the layer column, still at the left
+    page.screenshot(path=str(tmp_path / "lens-end.png"))
+    context.close()

@@ -1,6 +1,7 @@
 """The inside view: trace and logit lens against transformers, step candidates against draws,
 and the --explain page in a real browser (Debian's chromium, driven by Playwright)."""
 
+import base64
 import re
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from picogpt.files.load import load_encoder_hparams_and_params, read_encoder
 from picogpt.generate import generate_steps
 from picogpt.inside import last_break_score, logit_lens, previous_line_score, residual_names
 from picogpt.sampling import Sampling, sample_rngs
-from picogpt.show import visible
+from picogpt.show import shown, visible
 from scripts.fixtures.circuits import induction_circuit
 
 
@@ -697,3 +698,111 @@ def test_random_weights_are_titled_random_whatever_their_folder_is_called(tiny):
         assert titled(model, params, encoder) == {**model, "kind": "random"}
     mine = {"name": "mine", "kind": "trained", "random": False, **shape}
     assert titled(mine, params, encoder) == mine
+
+
+# ---- the views keep only what they show ------------------------------------------------------
+
+
+def long_model(n_seq: int = 1000):
+    """A 2-layer, 4-head model with GPT-2's vocabulary and n_seq + 24 positions, and n_seq
+    token ids in which tokens repeat (an induction score), random weights."""
+    from picogpt.files.params import nest
+    from scripts.fixtures.checkpoint import random_arrays
+
+    hparams = {"n_vocab": 50257, "n_ctx": n_seq + 24, "n_embd": 64, "n_head": 4, "n_layer": 2}
+    arrays = random_arrays(hparams, 3, sharp=True)
+    params = nest({name.removeprefix("model/").replace("/", "."): a[0] if a.ndim == 3 else a
+                   for name, a in arrays.items()})
+    ids = np.random.default_rng(0).integers(0, 50257, n_seq // 2)
+    return params, [*ids.tolist(), *ids.tolist()]
+
+
+@pytest.mark.parametrize("lens_kept", [False, True])  # --explain's lens, and the explore page's
+def test_the_views_of_a_long_text_hold_a_fraction_of_its_patterns_and_lens(vocab_dir,
+                                                                          lens_kept):
+    """At 1,000 positions, this model's patterns together are 32 MB and one residual stream's
+    lens over the vocabulary 201 MB; the views, which make both a few rows at a time, hold under
+    40 MB of arrays at their peak (NumPy reports its allocations to tracemalloc)."""
+    import tracemalloc
+
+    from picogpt.web.views import views
+
+    params, ids = long_model()
+    encoder = read_encoder(vocab_dir)
+    tracemalloc.start()
+    try:
+        views(ids, params, 4, encoder, lens_kept=lens_kept)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 40e6, f"{peak / 1e6:.0f} MB"
+
+
+def test_the_views_made_in_pieces_equal_the_definitions_on_the_whole_trace(vocab_dir,
+                                                                           monkeypatch):
+    """With attention and GELU made 7 positions at a time and the lens 5 at a time, the
+    views' attention, head scores and lens are trace's patterns, the head scores of its values
+    and logit_lens of its streams (to float32 rounding: BLAS may round a piece's rows otherwise
+    than the whole's)."""
+    import picogpt.inside
+    import picogpt.web.views
+    from picogpt.inside import first_token_score, induction_score, previous_token_score
+    from picogpt.web.views import views
+
+    params, ids = long_model(60)
+    monkeypatch.setattr(picogpt.web.views, "ATTENTION_ROWS", 7)
+    monkeypatch.setattr(picogpt.web.views, "ATTENTION_BYTES", 4 * 2 * 4 * 30**2)  # keep 30
+    monkeypatch.setattr(picogpt.inside, "LENS_CHUNK", 5)
+    seen = []
+    hook = picogpt.web.views.Kept.hook
+    monkeypatch.setattr(picogpt.web.views.Kept, "hook", lambda self, name, value, row=0: (
+        seen.append((name, value.shape)), hook(self, name, value, row))[1])
+    page = views(ids, params, 4, read_encoder(vocab_dir))
+    pieces = [shape for name, shape in seen if name == "blocks.1.attn.pattern"]
+    assert pieces == [(4, 7, 60)] * 8 + [(4, 4, 60)]  # never the whole pattern at once
+    _, values = trace(ids, params, 4)
+    first, n = page["attention"]["first"], page["attention"]["n"]
+    assert (first, n) == (30, 30)
+    attention = np.frombuffer(base64.b64decode(page["attention"]["data"]), "<f4")
+    expected = np.stack([values[f"blocks.{i}.attn.pattern"][:, first:, first:] for i in (0, 1)])
+    assert np.array_equal(attention.reshape(2, 4, n, n), expected)
+    for kind, scores in {"previous": previous_token_score(values),
+                         "first": first_token_score(values),
+                         "induction": induction_score(values, ids)}.items():
+        assert page["heads"][kind] == scores.round(4).tolist(), kind
+    lens_ids, lens_probs = logit_lens(values, params, top=3)
+    assert page["lens"]["probs"] == lens_probs[:, :, 0].round(4).tolist()
+    encoder = read_encoder(vocab_dir)
+    assert page["lens"]["text"] == [[shown(encoder, i) for i in row] for row in lens_ids[:, :, 0]]
+
+
+def test_trace_pieced_by_rows_equals_the_whole_and_scores_equal_their_old_stacked_form():
+    """run_with_hooks with rows gives every stream trace gives; and each head score equals its
+    definition written as before, on all the blocks' patterns stacked."""
+    from picogpt.inside import (
+        first_token_score,
+        induction_score,
+        previous_token_score,
+        run_with_hooks,
+    )
+
+    params, ids = long_model(50)
+    _, values = trace(ids, params, 4)
+    pieced = {}
+    run_with_hooks(ids, params, 4, lambda name, value, row=0: pieced.setdefault(
+        name, []).append(value), rows=8)
+    for name in residual_names(2):  # to float32 rounding: BLAS may round a piece otherwise
+        np.testing.assert_allclose(pieced[name][0], values[name], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.concatenate(pieced["blocks.1.attn.pattern"], axis=-2),
+                               values["blocks.1.attn.pattern"], rtol=1e-5, atol=1e-9)
+    weights = np.stack([values[f"blocks.{i}.attn.pattern"] for i in (0, 1)])
+    np.testing.assert_allclose(previous_token_score(values),
+                               np.diagonal(weights, -1, -2, -1).mean(-1), rtol=1e-6)
+    np.testing.assert_allclose(first_token_score(values), weights[..., 1:, 0].mean(-1),
+                               rtol=1e-6)
+    n = len(ids)
+    same = (np.array(ids)[:, None] == np.array(ids)[None, :]) & np.tri(n, k=-1, dtype=bool)
+    after = np.zeros((n, n), bool)
+    after[:, 1:] = same[:, :-1]
+    np.testing.assert_allclose(induction_score(values, ids),
+                               (weights * after).sum(-1)[..., same.any(-1)].mean(-1), rtol=1e-6)

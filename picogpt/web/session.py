@@ -16,7 +16,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ..constraints import Verse, byte_level_refusal, check_verse, masked, verse
+from ..constraints import Verse, alphabet, byte_level_refusal, check_verse, masked, verse
 from ..encoder import Encoder, added_bytes
 from ..errors import PicoGPTError, _, whole_number
 from ..generate import check_context, check_settings
@@ -101,6 +101,13 @@ class Session:
                                      n=len(acrostic), n_ctx=self.n_ctx, cap=self.n_ctx // 2))
         if not self.takes_form:
             raise byte_level_refusal()
+        letters = alphabet(self.encoder, self.n_vocab)  # read once, as verse reads it
+        outside = [c for c in dict.fromkeys(acrostic or "")
+                   if c not in letters.ids or not letters.chinese[letters.ids[c]]]
+        if outside:  # said as the page names its field, not as the command line's flag
+            raise PicoGPTError(_("the acrostic {acrostic}: the vocabulary has no Chinese "
+                                 "character token for {chars}; choose characters the model "
+                                 "knows.").format(acrostic=acrostic, chars=" ".join(outside)))
         return verse(self.encoder, acrostic or None, line, self.n_vocab)
 
     @cached_property

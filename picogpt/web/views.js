@@ -143,19 +143,26 @@ const Views = (() => {
     // the picture fits the page's width beside the query labels, at most 480 px
     const room = document.getElementById("attn-wrap").clientWidth - 120;
     const big = document.getElementById("attn"), scale = Math.max(1, Math.floor(Math.min(480, room) / n));
-    // a label per row (queries) and per column (keys): its line as tall as its row (as wide as
-    // its column), the font a sixth smaller, so that a glyph's box (a Chinese character's, a
-    // byte pair's turned on its side) stays inside it and never touches the next label's
-    const size = Math.max(1, Math.min(12, Math.floor(scale * 5 / 6))) + "px";
+    // a label per row (queries) and per column (keys), or per `every` rows and columns when a
+    // row is too thin for a 10 px font (a phone, a long text): a label is as tall as its rows
+    // (as wide as its columns), the font a sixth smaller, so that a glyph's box (a Chinese
+    // character's, a byte pair's turned on its side) stays inside it and never touches the
+    // next label's; its title names its position
+    const every = Math.ceil(12 / scale);
+    const size = Math.max(1, Math.min(12, Math.floor(scale * every * 5 / 6))) + "px";
     const names = labelled(toks, characters);
     for (const [axis, long] of [["attn-x", "width"], ["attn-y", "height"]]) {
       const labels = document.getElementById(axis);
       labels.replaceChildren();
-      for (let i = 0; i < n; i++) {
-        const label = el("span", {class: "label", title: `${A.first + i}`}, names[A.first + i]);
-        label.style[long] = label.style.lineHeight = scale + "px";
+      // groups end at the last position, which always has its label; the first group takes
+      // what is left (every to 2 * every - 1 positions), so that each has room for the font
+      for (let end = n, rows; end > 0; end -= rows) {
+        rows = end < 2 * every ? end : every;
+        const i = A.first + end - 1;
+        const label = el("span", {class: "label", title: `${i}`}, names[i]);
+        label.style[long] = label.style.lineHeight = rows * scale + "px";
         label.style.fontSize = size;
-        labels.append(label);
+        labels.prepend(label);
       }
     }
     function show() {
@@ -258,8 +265,22 @@ const Views = (() => {
       });
       table.append(tr);
     });
-    container.replaceChildren(table);
+    const scroller = el("div", {class: "scroller"});
+    scroller.append(table);
+    container.replaceChildren(scroller);
     if (first > 0) container.prepend(el("div", {class: "note"}, t("range", {a: first, b: toks.length - 1, n: toks.length - first})));
+    // a table wider than the page scrolls sideways, its layer column staying put; a line above it
+    // says so, and the right edge fades while there is more to the right
+    const cue = el("div", {class: "cue", id: "lens-cue"}, t("lens_scroll"));
+    container.prepend(cue);
+    const edge = () => {
+      const more = scroller.scrollWidth - scroller.clientWidth;
+      cue.hidden = more <= 1;
+      container.classList.toggle("more", scroller.scrollLeft < more - 1);
+    };
+    scroller.addEventListener("scroll", edge);
+    new ResizeObserver(edge).observe(scroller);
+    edge();
   }
 
   // The cosine similarity of wpe's first rows, black (0 or below) to white (1)

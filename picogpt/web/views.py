@@ -12,12 +12,13 @@ from ..chars import Chars
 from ..encoder import Encoder
 from ..inside import (
     cosine_similarity,
-    first_token_score,
-    induction_score,
+    first_token_job,
+    induction_job,
+    job_weights,
     lens_rows,
-    previous_token_score,
+    previous_token_job,
     residual_names,
-    trace,
+    run_with_hooks,
 )
 from ..sampling import Step
 from ..show import characters, piece, shown
@@ -27,13 +28,16 @@ from ..wordpiece import WordPiece
 # (the 124M model's 144 heads at 72 positions) the page keeps the last positions only.
 ATTENTION_BYTES = 3_000_000
 N_WPE = 128  # positions in the wpe similarity picture
+# Queries whose attention is made at once: one block's whole pattern at 1,024 positions is 50 MB
+# on the 124M shape, and the softmax copies it twice (docs/performance.md, "The inside views").
+ATTENTION_ROWS = 64
 
 
 def views(ids: list[int], params: dict, n_head: int, encoder: Encoder,
           pause: Callable[[], None] = lambda: None, lens_kept: bool = False) -> dict:
     """The views of a text that every page shows: its tokens (and the vocabulary's kind, "bpe",
     "wordpiece" or "chars", which the tokens' caption names), attention, head scores, logit lens and
-    wpe similarity. pause is called after the trace and after each of the logit lens's
+    wpe similarity. pause is called after the forward pass and after each of the logit lens's
     rows, the long part (the explore server stops there once the text has changed). With
     lens_kept, the logit lens covers only the positions the attention keeps, as the explore
     page asks on each edit (every position costs n_layer + 1 products with the unembedding)."""
@@ -41,33 +45,26 @@ def views(ids: list[int], params: dict, n_head: int, encoder: Encoder,
     per_position = n_layer * n_head * 4  # bytes of attention per (query, key) pair
     n_kept = min(n_seq, int((ATTENTION_BYTES / per_position) ** 0.5))
     first = n_seq - n_kept  # attention kept for positions first..n_seq-1, as queries and keys
-    patterns = [f"blocks.{i}.attn.pattern" for i in range(n_layer)]
-    _logits, values = trace(ids, params, n_head, names={*patterns, *residual_names(n_layer)})
-
-    pause()
     lens_first = first if lens_kept else 0
-    streams = {name: values[name][lens_first:] for name in residual_names(n_layer)}
+    kept = Kept(ids, n_layer, n_head, first, lens_first)
+    run_with_hooks(ids, params, n_head, kept.hook, rows=ATTENTION_ROWS)
+    pause()
     rows = []
-    for row in lens_rows(streams, params, top=3):  # a row is computed as the loop asks for it
+    for row in lens_rows(kept.streams, params, top=3):  # a row is made as the loop asks for it
         rows.append(row)
         pause()
     lens_ids, lens_probs = map(np.stack, zip(*rows))  # [n_layer + 1, n_seq - lens_first, 3]
-    attention = np.stack([values[name][:, first:, first:] for name in patterns])
     wpe = np.asarray(params["wpe"][:N_WPE])
-    heads = {"previous": None, "first": None, "induction": None}
-    if n_seq > 1:
-        heads["previous"] = previous_token_score(values).round(4).tolist()
-        heads["first"] = first_token_score(values).round(4).tolist()
-    if len(set(ids)) < n_seq:  # some token occurs twice
-        heads["induction"] = induction_score(values, ids).round(4).tolist()
     return {
         "n_layer": n_layer, "n_head": n_head,
         "vocabulary": "wordpiece" if isinstance(encoder, WordPiece) else (
             "chars" if isinstance(encoder, Chars) else "bpe"),
         "tokens": [piece(encoder, i) for i in ids],
         "characters": characters([encoder.decode_bytes([i]) for i in ids]),
-        "attention": {"first": first, "n": n_kept, "data": float32_base64(attention)},
-        "heads": heads,
+        "attention": {"first": first, "n": n_kept, "data": float32_base64(kept.attention)},
+        "heads": {kind: None if job is None else
+                  kept.weights[kind][..., job[1]].mean(axis=-1).round(4).tolist()
+                  for kind, job in kept.jobs.items()},
         "lens": {"first": lens_first,
                  "text": [[shown(encoder, i) for i in row] for row in lens_ids[:, :, 0]],
                  "probs": lens_probs[:, :, 0].round(4).tolist(),
@@ -77,6 +74,40 @@ def views(ids: list[int], params: dict, n_head: int, encoder: Encoder,
                          for row_ids, row_probs in zip(lens_ids, lens_probs)]},
         "wpe": {"n": len(wpe), "data": float32_base64(cosine_similarity(wpe))},
     }
+
+
+class Kept:
+    """What the views keep of a forward pass, as run_with_hooks shows it: the residual streams
+    at the lens's positions, the attention among the last positions, and for each head score
+    every query's weight on its job's keys, [n_layer, n_head, n_seq]. Nothing else stays."""
+
+    def __init__(self, ids: list[int], n_layer: int, n_head: int, first: int, lens_first: int):
+        n_seq, n_kept = len(ids), len(ids) - first
+        self.first, self.lens_first, self.lens = first, lens_first, set(residual_names(n_layer))
+        self.streams: dict[str, np.ndarray] = {}
+        self.attention = np.zeros((n_layer, n_head, n_kept, n_kept), np.float32)
+        self.jobs = {"previous": None, "first": None, "induction": None}  # None: no such query
+        if n_seq > 1:
+            self.jobs["previous"], self.jobs["first"] = (previous_token_job(n_seq),
+                                                        first_token_job(n_seq))
+        if len(set(ids)) < n_seq:  # some token occurs twice
+            self.jobs["induction"] = induction_job(ids)
+        self.weights = {kind: np.zeros((n_layer, n_head, n_seq), np.float32)
+                        for kind, job in self.jobs.items() if job is not None}
+
+    def hook(self, name: str, value: np.ndarray, row: int = 0) -> None:
+        """Keep what the views need of one named value; row is a pattern's first query."""
+        if name in self.lens:
+            self.streams[name] = value[self.lens_first:].copy()  # [n_seq - lens_first, n_embd]
+        elif name.endswith(".attn.pattern"):  # [n_head, rows, n_seq], queries row, row + 1, ...
+            layer, end = int(name.split(".")[1]), row + value.shape[-2]
+            for kind, weights in self.weights.items():
+                keys = self.jobs[kind][0][row:end]
+                weights[layer, :, row:end] = job_weights(value, keys)
+            if end > self.first:
+                start = max(row, self.first)
+                self.attention[layer, :, start - self.first : end - self.first] = value[
+                    :, start - row :, self.first :]
 
 
 def candidates(step: Step, encoder: Encoder) -> list[dict]:

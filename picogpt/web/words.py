@@ -86,6 +86,8 @@ def page_words() -> dict[str, str]:
                     "model's own prediction. Hover for the top 3."),
         "scale_lens": _("cell colour: the top token's probability, from clear (0) to blue (1)"),
         "lens_layer": _("layer"),
+        "lens_scroll": _("The table is wider than the page: scroll it sideways (the layer "
+                         "column stays in place)."),
         "embed": _("embed"),
         "block": _("block"),
         "h_wpe": _("Position embeddings"),
