@@ -88,8 +88,8 @@ def test_the_poem_has_the_asked_form_every_time(vocabulary, acrostic, line):
                             60, encoder=encoder, constraint=constraint, **settings))
         assert expected.fullmatch(encoder.decode(ids)), (settings, encoder.decode(ids))
     batch = {}
-    for i, token in generate_samples([0], params, 2, 60, n_samples=3, top_k=20, seed=5,
-                                     encoder=encoder, constraint=constraint):
+    for i, token in generate_samples([encoder.start], params, 2, 60, n_samples=3, top_k=20,
+                                     seed=5, encoder=encoder, constraint=constraint):
         batch.setdefault(i, []).append(token)
     assert len(batch) == 3 and all(expected.fullmatch(encoder.decode(ids))
                                    for ids in batch.values())
@@ -97,7 +97,7 @@ def test_the_poem_has_the_asked_form_every_time(vocabulary, acrostic, line):
 
 def test_lines_alone_and_an_acrostic_alone(vocabulary):
     name, encoder, params = vocabulary
-    ids = list(generate([0], params, 2, 50, top_k=40, seed=1, encoder=encoder,
+    ids = list(generate([encoder.start], params, 2, 50, top_k=40, seed=1, encoder=encoder,
                         constraint=verse(encoder, line=7)))
     assert len(ids) == 50  # no acrostic: the poem goes on while tokens remain
     couplet = f"{HAN}{{7}}，{HAN}{{7}}。" + ("\n" if name == "characters" else "")
@@ -105,7 +105,7 @@ def test_lines_alone_and_an_acrostic_alone(vocabulary):
     assert re.match(couplet * 2, encoder.decode(ids))
     free = verse(encoder, acrostic="春夏")
     for seed in range(3):
-        text = encoder.decode(list(generate([0], params, 2, 70, top_k=40, seed=seed,
+        text = encoder.decode(list(generate([encoder.start], params, 2, 70, top_k=40, seed=seed,
                                             encoder=encoder, constraint=free)))
         # lines of any length from two, ended as the form says, unless the tokens ran out
         assert re.fullmatch(f"春{HAN}+(，夏{HAN}+(。)?)?", text), text
@@ -146,7 +146,7 @@ def test_the_candidates_show_the_model_before_the_mask(vocabulary):
     """A Step's `before` is the model's own distribution (the mask is where `after` comes from)."""
     name, encoder, params = vocabulary
     constraint = verse(encoder, "春夏", 5)
-    steps = list(generate_steps([0], params, 2, 12, candidates=5, encoder=encoder,
+    steps = list(generate_steps([encoder.start], params, 2, 12, candidates=5, encoder=encoder,
                                 constraint=constraint))
     first = gpt2([0], **params, n_head=2)[-1].astype(np.float64)
     expected = np.exp(first - first.max()) / np.exp(first - first.max()).sum()
@@ -273,13 +273,15 @@ def test_the_command_line_and_the_page_give_the_same_mask_counting_the_whole_tex
     (the second line's first), and, five characters on, only 。; at every step the two masks are
     the same array. A title on its own line is not counted; a prompt that breaks the form is
     refused in one line, as the page refuses such a text."""
-    import picogpt.generate as generation
+    import importlib
+
     from picogpt.chars import Chars, count_chars
     from picogpt.web.session import Session
 
     chars = Chars(count_chars("床前明月光，疑是地上霜。\n举头望山水春夏秋冬" * 2))
     params = random_params(chars.n_vocab)
     hparams = {"n_vocab": chars.n_vocab, "n_ctx": 80, "n_embd": 32, "n_head": 2, "n_layer": 2}
+    generation = importlib.import_module("picogpt.generate")  # the module, not the function
     form = verse(chars, None, 5)
     prompt = chars.prompt_ids("床前明月光，")
     seen, real = [], generation.masked

@@ -57,7 +57,8 @@ def test_chinese_poetrys_json_and_a_texts_paragraphs_are_poems(tmp_path):
     (tmp_path / "poet.tang.0.json").write_text(json.dumps([
         {"author": "某", "paragraphs": ["甲乙丙丁戊，己庚辛壬癸。", "子丑寅卯辰，巳午未申酉。"]},
         {"author": "某", "paragraphs": ["山水风云月，花草树木林。"]}], ensure_ascii=False))
-    assert files_poems.read_poetry_json(tmp_path) == [
+    poems, source, _note = files_poems.read_poems(str(tmp_path))
+    assert source == "chinese-poetry" and poems == [
         "甲乙丙丁戊，己庚辛壬癸。\n子丑寅卯辰，巳午未申酉。", "山水风云月，花草树木林。"]
     assert files_poems.read_paragraphs("一，二。\n三，四。\r\n\r\n五，六。\n\n\n") == [
         "一，二。\n三，四。", "五，六。"]

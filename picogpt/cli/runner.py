@@ -39,7 +39,7 @@ def run_training(run: Run, plan: Plan, record: dict, resuming: bool) -> dict:
     write it; record is run.json's (the run's id and settings). Returns {"model_dir", "curve",
     "best", "finish"}."""
     part = part_dir(run.models_dir, run.name)
-    curve = {"settings": run.settings() | plan.hparams, **plan.curve,
+    curve = {"settings": run.flat() | plan.hparams, **plan.curve,
              **({"baselines": plan.baselines} if plan.baselines else {}), "loss": [],
              "measured": []}
     params, state = plan.params, None

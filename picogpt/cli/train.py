@@ -233,7 +233,8 @@ def help_page() -> str:
              f"    {PROGRAM} [TEXT] [--task TASK] <flags>",
              f"    {PROGRAM} --resume --name NAME [--models_dir DIR]", "",
              "FLAGS (every task)"]
-    wrapped = textwrap.TextWrapper(width=96, initial_indent=" " * 8, subsequent_indent=" " * 8)
+    wrapped = textwrap.TextWrapper(width=96, initial_indent=" " * 8, subsequent_indent=" " * 8,
+                                   break_on_hyphens=False)
     for name, (_kind, said_) in SHARED_FLAGS.items():
         lines += [f"    --{name}={name.upper()}", wrapped.fill(said_)]
     for name, (task, _reader) in TASKS.items():
@@ -241,7 +242,7 @@ def help_page() -> str:
         lines += ["", f"TASK {name}: {task.about}", textwrap.fill(
             "defaults: " + ", ".join(f"--{k} {v}" for k, v in defaults.items())
             + f", --name {task.model_name}", width=96, initial_indent=" " * 4,
-            subsequent_indent=" " * 4)]
+            subsequent_indent=" " * 4, break_on_hyphens=False)]
         for flag, f in own_flags(task).items():
             default = None if f.default is MISSING else f.default
             lines += [f"    --{flag}={flag.upper()} (default {default})",

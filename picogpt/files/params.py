@@ -41,7 +41,8 @@ def nest(arrays: dict[str, np.ndarray]) -> dict[str, Any]:
 
 def block_order(name: str) -> list:
     """A name's sort key in which h2 comes before h10."""
-    return [int(part[1:]) if BLOCK.fullmatch(part) else part for part in name.split(".")]
+    return [(0, int(part[1:]), "") if BLOCK.fullmatch(part) else (1, 0, part)
+            for part in name.split(".")]
 
 
 def flatten(params: dict) -> dict[str, np.ndarray]:

@@ -48,9 +48,14 @@ class Run:
     options: Any  # the task's Options
 
     def settings(self) -> dict:
-        """The run as run.json and curve.json keep it: every setting, the task's own inside."""
+        """The run as run.json keeps it: every setting, the task's own inside "options"."""
         return {**{f.name: getattr(self, f.name) for f in fields(self) if f.name != "options"},
                 "options": asdict(self.options)}
+
+    def flat(self) -> dict:
+        """The run as curve.json keeps it: every setting side by side, the task's own too."""
+        return {**{f.name: getattr(self, f.name) for f in fields(self) if f.name != "options"},
+                **asdict(self.options)}
 
 
 @dataclass
