@@ -148,7 +148,7 @@ def test_the_candidates_show_the_model_before_the_mask(vocabulary):
     constraint = verse(encoder, "春夏", 5)
     steps = list(generate_steps([encoder.start], params, 2, 12, candidates=5, encoder=encoder,
                                 constraint=constraint))
-    first = gpt2([0], **params, n_head=2)[-1].astype(np.float64)
+    first = gpt2([encoder.start], **params, n_head=2)[-1].astype(np.float64)
     expected = np.exp(first - first.max()) / np.exp(first - first.max()).sum()
     np.testing.assert_allclose(steps[0].before[:5], np.sort(expected)[::-1][:5], rtol=1e-5)
     token = steps[0].token
