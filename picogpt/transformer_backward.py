@@ -1,25 +1,21 @@
-"""The backward pass of the 2017 encoder-decoder (transformer.py), its loss and initial weights.
+"""The 2017 encoder-decoder's backward pass (transformer.py's model), its loss and first weights.
 
-Read it beside transformer.py, as backward.py beside model.py. Each layer of transformer.py has
-here a `_forward` that computes the same output and keeps what its backward reads (the values
-of fasttrain.py's kind: each layer norm's normalised input and 1 / std, attention's pattern,
-ReLU's output), and a `_backward` that takes `dout`, the gradient of the loss with respect to
-that output, and returns the gradients of the inputs and the weights. `loss_and_grads` chains
-them: the mean cross-entropy of a batch of target ids after the source and the target so far,
-and a gradient for every array of params, in params' nested structure.
+Read it beside transformer.py, as backward.py beside model.py. Each layer there has here a
+`_forward` that computes the same output and keeps what its backward reads (each layer norm's
+normalised input and 1 / std, attention's pattern, ReLU's output), and a `_backward` that takes
+`dout`, the loss's gradient with respect to that output, and returns the gradients of the inputs
+and weights. `loss_and_grads` chains them. What GPT-2's backward pass (backward.py) lacks:
+- cross-attention: every decoder layer reads the encoder's output ("memory"), so memory's
+  gradient is the sum of theirs, and runs back through the encoder from there;
+- the masks are added constants: a hidden key has weight 0, so its score gets gradient 0;
+- post-norm (2017's, `norm_first=False`) normalises after the sum, so the residual no longer
+  passes the gradient on unchanged; pre-norm (GPT-2's) does;
+- the embedding is scaled by sqrt(d_model); one table may be source, target and output.
 
-What this model adds to GPT-2's backward pass:
-- cross-attention: the decoder's queries over the encoder's output ("memory"), so memory's
-  gradient sums over every decoder layer, and then runs back through the encoder;
-- the masks are added constants: a hidden key has weight 0 and so its score has gradient 0;
-- post-norm (`norm_first=False`, 2017) puts the layer norm after the sum, so the residual no
-  longer passes the gradient on unchanged; pre-norm (GPT-2's) does;
-- the embedding is scaled by sqrt(d_model), and one table may serve source, target and output.
-
-The element-wise work reuses fasttrain.py's helpers (in place where an array is the step's
-own), so the step is also fast enough to train with. No state, no I/O, no argument changed;
-float32 in, float32 out, float64 in, float64 out. Tests hold every gradient to torch's autograd
-on torch.nn.Transformer and to finite differences of transformer.py's forward.
+The element-wise work is fasttrain.py's (in place on the step's own arrays), so this is also the
+step a couplet model trains with. No state, no I/O, no argument changed; float32 in, float32
+out, float64 in, float64 out. Tests hold every gradient to torch's autograd on
+torch.nn.Transformer and to finite differences of transformer.py's forward.
 """
 
 import numpy as np
@@ -186,103 +182,66 @@ def decoder_layer_backward(dout: np.ndarray, block: dict, n_head: int, kept: lis
 
 
 def embed_backward_(dtable: np.ndarray, dx: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """Through transformer.embed, added into dtable: each id's row gets its positions' dx
-    times sqrt(d_model); the positions are fixed and learn nothing."""
+    """Through transformer.embed, added into dtable: each id's row gets dx * sqrt(d_model) at
+    each place it was read; the sinusoidal positions are fixed and learn nothing."""
     # dtable [n_vocab, d_model], dx [..., n_seq, d_model], ids [..., n_seq] -> dtable
     d_model = dtable.shape[-1]
     scaled = dx.reshape(-1, d_model) * np.float32(d_model**0.5)  # the forward's own factor
-    np.add.at(dtable, ids.reshape(-1), scaled)  # an id seen twice adds twice
+    np.add.at(dtable, ids.reshape(-1), scaled)  # an id read twice adds twice
     return dtable
 
 
 def loss_and_grads(src_ids: np.ndarray, tgt_in: np.ndarray, tgt_out: np.ndarray, params: dict,
                    n_head: int, pad_id: int, norm_first: bool = False,
                    src_pad_id: int | None = None) -> tuple[float, dict]:
-    """Mean cross-entropy (nats) of tgt_out's ids that are not pad_id, each after the source
-    and tgt_in up to its position, and its gradient for every array of params, in the same
-    nested structure. src_ids [n_batch, n_src] (padded with src_pad_id, pad_id if not given);
-    tgt_in, tgt_out [n_batch, n_tgt]: the target opened by its start id, and the same shifted
-    by one, closed by its end id."""
+    """Mean cross-entropy (nats) of tgt_out's ids that are not pad_id, each after the source and
+    tgt_in up to its place, and its gradient for every array of params, in params' structure.
+    src_ids [n_batch, n_src], padded with src_pad_id (pad_id if None); tgt_in, tgt_out
+    [n_batch, n_tgt]: the target opened by the start id, and closed by the end id."""
     src_pad_id = pad_id if src_pad_id is None else src_pad_id
-    src_ids, tgt_in, tgt_out = (np.atleast_2d(a) for a in (src_ids, tgt_in, tgt_out))
+    src_ids, tgt_in, tgt_out = (np.atleast_2d(ids) for ids in (src_ids, tgt_in, tgt_out))
     encoder, decoder = params["encoder"], params["decoder"]
     src_table, tgt_table = tables(params)
     memory_mask = padding_mask(src_ids, src_pad_id)  # [n_batch, 1, n_src]
-    x = embed(src_ids, src_table)  # [n_batch, n_src, d_model]
-    enc_kept = []
+    x, enc_kept = embed(src_ids, src_table), []  # [n_batch, n_src, d_model]
     for block in encoder["blocks"]:
         x, kept = encoder_layer_forward(x, block, n_head, memory_mask, norm_first)
         enc_kept.append(kept)
     memory, enc_normed, enc_rstd = layer_norm(x, **encoder["ln_f"])
     mask = padding_mask(tgt_in, pad_id) + causal_mask(tgt_in.shape[-1])  # [n_batch, n_tgt, n_tgt]
-    y = embed(tgt_in, tgt_table)  # [n_batch, n_tgt, d_model]
-    dec_kept = []
+    y, dec_kept = embed(tgt_in, tgt_table), []  # [n_batch, n_tgt, d_model]
     for block in decoder["blocks"]:
         y, kept = decoder_layer_forward(y, memory, block, n_head, mask, memory_mask, norm_first)
         dec_kept.append(kept)
     out, dec_normed, dec_rstd = layer_norm(y, **decoder["ln_f"])
 
-    counted = tgt_out != pad_id  # [n_batch, n_tgt]: padding is not scored
+    counted = tgt_out != pad_id  # [n_batch, n_tgt]: padding is neither scored nor averaged
+    assert counted.any(), "no target id to score"
     rows = out[counted]  # [n_rows, d_model]
     logits = linear(rows, **params["out"]) if "out" in params else rows @ tgt_table.T
     loss = softmax_cross_entropy_(logits, tgt_out[counted])  # logits hold their gradient now
-    grads = {name: np.zeros_like(params[name]) for name in ("embed", "src_embed", "tgt_embed")
-             if name in params}
-    dtgt_table = grads["embed" if "embed" in params else "tgt_embed"]
+    grads, (src_name, tgt_name) = {}, (("embed",) * 2 if "embed" in params
+                                      else ("src_embed", "tgt_embed"))
     if "out" in params:
         drows, grads["out"] = linear_backward(logits, rows, params["out"]["w"])
-    else:  # tied: logits = rows @ table.T is the table's second use, and its second gradient
-        drows = logits @ tgt_table  # [n_rows, d_model]
-        dtgt_table += logits.T @ rows  # [n_vocab, d_model]
+        grads[tgt_name] = np.zeros_like(tgt_table)
+    else:  # tied: logits = rows @ table.T is the table's second use, and second gradient
+        drows, grads[tgt_name] = logits @ tgt_table, logits.T @ rows  # [n_rows, d_model]
     del logits
     dy = np.zeros_like(out)
     dy[counted] = drows
     dy, ddec_ln_f = layer_norm_backward(dy, dec_normed, dec_rstd, decoder["ln_f"]["g"])
-    dmemory = np.zeros_like(memory)  # every decoder layer reads memory: the gradients add up
-    ddec = [None] * len(dec_kept)
+    dmemory, ddec = np.zeros_like(memory), [None] * len(dec_kept)
     for i in reversed(range(len(dec_kept))):
         dy, dmemory_i, ddec[i] = decoder_layer_backward(dy, decoder["blocks"][i], n_head,
                                                         dec_kept[i], norm_first)
-        dmemory += dmemory_i
-    embed_backward_(dtgt_table, dy, tgt_in)
+        dmemory += dmemory_i  # every decoder layer read memory
+    embed_backward_(grads[tgt_name], dy, tgt_in)
     dx, denc_ln_f = layer_norm_backward(dmemory, enc_normed, enc_rstd, encoder["ln_f"]["g"])
     denc = [None] * len(enc_kept)
     for i in reversed(range(len(enc_kept))):
         dx, denc[i] = encoder_layer_backward(dx, encoder["blocks"][i], n_head, enc_kept[i],
                                              norm_first)
-    embed_backward_(grads["embed" if "embed" in params else "src_embed"], dx, src_ids)
+    embed_backward_(grads.setdefault(src_name, np.zeros_like(src_table)), dx, src_ids)
     return loss, {**grads, "encoder": {"blocks": denc, "ln_f": denc_ln_f},
                   "decoder": {"blocks": ddec, "ln_f": ddec_ln_f}}
-
-
-def init_params(hparams: dict, rng: np.random.Generator) -> dict:
-    """Initial weights in transformer.py's layout, one table ("embed") for source, target and
-    output: each matrix Xavier-uniform (torch.nn.Transformer's), the table normal(0, 1 /
-    sqrt(d_model)), biases 0, layer-norm gains 1. hparams: n_vocab, n_embd (d_model), n_head,
-    n_layer (per stack, or the encoder's if n_dec_layer is given), d_ff (4 * n_embd if not)."""
-    d_model, n_layer = hparams["n_embd"], hparams["n_layer"]
-    n_dec_layer, d_ff = hparams.get("n_dec_layer", n_layer), hparams.get("d_ff", 4 * d_model)
-
-    def linear(n_in, n_out):  # Xavier: the variance of x @ w stays that of x, both ways
-        limit = (6 / (n_in + n_out)) ** 0.5
-        return {"w": rng.uniform(-limit, limit, (n_in, n_out)).astype(np.float32),
-                "b": np.zeros(n_out, np.float32)}
-
-    def norm():
-        return {"g": np.ones(d_model, np.float32), "b": np.zeros(d_model, np.float32)}
-
-    def attention():
-        return {name: linear(d_model, d_model) for name in ("q", "k", "v", "c_proj")}
-
-    def block(*attentions):
-        lns = {f"ln_{i + 1}": norm() for i in range(len(attentions) + 1)}
-        return {**dict(zip(("attn", "cross_attn"), attentions)), **lns,
-                "mlp": {"c_fc": linear(d_model, d_ff), "c_proj": linear(d_ff, d_model)}}
-
-    # times sqrt(d_model) in embed, the table's rows have a variance of 1, as the positions'
-    # sines and cosines have 1/2; the tied logits start with a variance of about 1
-    table = rng.normal(0.0, d_model**-0.5, (hparams["n_vocab"], d_model)).astype(np.float32)
-    return {"embed": table,
-            "encoder": {"blocks": [block(attention()) for _ in range(n_layer)], "ln_f": norm()},
-            "decoder": {"blocks": [block(attention(), attention()) for _ in range(n_dec_layer)],
-                        "ln_f": norm()}}
