@@ -1,6 +1,7 @@
 """Training speed: picogpt's training step against the same model in torch.
 
-Each engine trains a GPT-2 of the same shape on random batches, float32, on 2 threads:
+Each engine trains a GPT-2 of the same shape on random batches, float32, on 2 threads (or
+--threads):
 - `picogpt`: the step train.py's loop takes, fasttrain.loss_and_grads and train.adamw;
 - `backward`: the readable step, backward.loss_and_grads and train.adamw (with --backward);
 - `torch`: transformers' GPT2LMHeadModel, cross-entropy, backward and torch.optim.AdamW (decay
@@ -47,16 +48,17 @@ SEQ2SEQ_PARTS = ("encoder_layer_forward", "decoder_layer_forward", "softmax_cros
 
 
 def run_steps(step, steps: int, n_batch: int, before=lambda: None) -> dict:
-    """Two warm-up steps (first allocations, BLAS threads), then steps timed: tokens a second
-    and seconds."""
+    """Two warm-up steps (first allocations, BLAS threads), then steps timed: tokens a second,
+    seconds, and the process's CPU milliseconds a step (steadier on a shared machine)."""
     for _ in range(2):
         step()
     before()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for _ in range(steps):
         step()
     seconds = time.perf_counter() - start
-    return {"tokens_per_s": steps * n_batch * HPARAMS["n_ctx"] / seconds, "seconds": seconds}
+    return {"tokens_per_s": steps * n_batch * HPARAMS["n_ctx"] / seconds, "seconds": seconds,
+            "cpu_ms_per_step": (time.process_time() - cpu) / steps * 1000}
 
 
 def timer(function, name: str, spent: dict):
@@ -205,12 +207,13 @@ def seq2seq_torch_steps(steps: int, n_batch: int) -> dict:
     return run_steps(step, steps, n_batch)
 
 
-def child(engine: str, shape: str, steps: int, n_batch: int, parts: bool) -> None:
+def child(engine: str, shape: str, steps: int, n_batch: int, parts: bool,
+          threads: int) -> None:
     HPARAMS.update(SHAPES[shape][0])
     if engine == "torch":
         import torch
 
-        torch.set_num_threads(2)
+        torch.set_num_threads(threads)
         result = (seq2seq_torch_steps if "n_src" in HPARAMS else torch_steps)(steps, n_batch)
     elif "n_src" in HPARAMS:
         result = seq2seq_numpy_steps(steps, n_batch, parts)
@@ -220,11 +223,13 @@ def child(engine: str, shape: str, steps: int, n_batch: int, parts: bool) -> Non
     print(json.dumps(result))
 
 
-def run(engine: str, shape: str, steps: int, parts: bool = False) -> dict:
+def run(engine: str, shape: str, steps: int, parts: bool = False, threads: int = 2) -> dict:
     """One engine's figures, measured in a child process of its own."""
     return json.loads(run_child("scripts.benchmarks.training", "--child", engine, "--shape",
                                 shape, "--steps", str(steps), *["--parts"] * parts,
-                                env={"OMP_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "2"}))
+                                "--threads", str(threads),
+                                env={"OMP_NUM_THREADS": str(threads),
+                                     "OPENBLAS_NUM_THREADS": str(threads)}))
 
 
 SEQ2SEQ = ("couplet", "couplet-128")
@@ -239,36 +244,40 @@ def main() -> None:
                         help="also time backward.py's readable step")
     parser.add_argument("--child", choices=["picogpt", "backward", "torch"])
     parser.add_argument("--parts", action="store_true")
+    parser.add_argument("--threads", type=int, default=2, help="BLAS and torch threads")
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.shape[0], args.steps, SHAPES[args.shape[0]][1], args.parts)
+        child(args.child, args.shape[0], args.steps, SHAPES[args.shape[0]][1], args.parts,
+              args.threads)
         return
     for shape in args.shape:
         engines = ["picogpt", "torch", *["backward"] * (args.backward and shape not in SEQ2SEQ)]
         results = alternate(args.rounds, {engine: lambda engine=engine, shape=shape: run(
-            engine, shape, args.steps) for engine in engines})
-        split = run("picogpt", shape, args.steps, parts=True)
+            engine, shape, args.steps, threads=args.threads) for engine in engines})
+        split = run("picogpt", shape, args.steps, parts=True, threads=args.threads)
         speeds = {engine: statistics.median(r["tokens_per_s"] for r in runs)
                   for engine, runs in results.items()}
         print(f"shape {shape}: {SHAPES[shape][0]}, batch {SHAPES[shape][1]} x "
-              f"{SHAPES[shape][0]['n_ctx']}, float32, 2 threads, {args.rounds} rounds of "
-              f"{args.steps} steps")
+              f"{SHAPES[shape][0]['n_ctx']}, float32, {args.threads} threads, "
+              f"{args.rounds} rounds of {args.steps} steps")
         for engine, runs in results.items():
             per_round = ", ".join(f"{r['tokens_per_s']:,.0f}" for r in runs)
             peak = max(r["peak_rss_mib"] for r in runs)
+            cpu = statistics.median(r["cpu_ms_per_step"] for r in runs)
             print(f"  {engine:8s} tokens/s per round: {per_round}; median "
-                  f"{speeds[engine]:,.0f}; peak memory {peak:,.0f} MiB")
+                  f"{speeds[engine]:,.0f}; CPU {cpu:,.0f} ms a step; peak memory {peak:,.0f} MiB")
         for engine in engines:
             if engine != "torch":
                 print(f"  {engine} / torch: {speeds[engine] / speeds['torch']:.2f}x")
         total, parts = split["seconds"], split["parts"]
         named = SEQ2SEQ_PARTS if shape in SEQ2SEQ else PARTS
+        rest = ("the output layer's products, embeddings, final norms" if shape in SEQ2SEQ
+                else "the unembedding's products, embedding, ln_f")
         rows = {**{name: parts[name] for name in (*named, "adamw")},
-                "the unembedding's products, embedding, ln_f":
-                parts["loss_and_grads"] - sum(parts[name] for name in named)}
+                rest: parts["loss_and_grads"] - sum(parts[name] for name in named)}
         print(f"  where picogpt's time goes ({total:.2f} s for {args.steps} steps, timed apart):")
         for name, seconds in sorted(rows.items(), key=lambda item: -item[1]):
-            print(f"    {name:44s} {seconds / total:6.1%}")
+            print(f"    {name:52s} {seconds / total:6.1%}")
 
 
 if __name__ == "__main__":
