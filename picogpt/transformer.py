@@ -154,8 +154,10 @@ def init_params(hparams: dict, rng: np.random.Generator) -> dict:  # -> params, 
     d_model, n_layer = hparams["n_embd"], hparams["n_layer"]
     n_dec_layer, d_ff = hparams.get("n_dec_layer", n_layer), hparams.get("d_ff", 4 * d_model)
 
-    # Xavier keeps the variance of x @ w near x's, forward and back; its attention starts far
-    # from uniform, where GPT-2's normal(0, 0.02) starts on a plateau that lr 3e-3 left slowly
+    # Xavier keeps the variance of x @ w near x's, forward and back, and starts attention away
+    # from uniform; GPT-2's normal(0, 0.02) starts it near uniform, on a plateau. Learning a
+    # mapping through cross-attention (2 + 2 layers, d_model 128, 300 steps at lr 3e-3), that
+    # ended at 4.6 nats where Xavier reached 1.0 (the two were equal at lr 1e-3).
     def weights(n_in, n_out):  # {"w": [n_in, n_out], "b": [n_out]}
         limit = (6 / (n_in + n_out)) ** 0.5
         return {"w": rng.uniform(-limit, limit, (n_in, n_out)).astype(np.float32),
