@@ -10,6 +10,7 @@ import sys
 from ..errors import _, whole_number
 from ..files.loaded import load_model
 from .command import read_prompt
+from .couplet import refuse_explore
 
 
 def explore_model(prompt: str = "", port: int | None = None, no_browser: bool = False,
@@ -42,6 +43,7 @@ def explore_model(prompt: str = "", port: int | None = None, no_browser: bool = 
 
     text = read_prompt(prompt, prompt_file)
     loaded = load_model(model_size, models_dir, base_url, hf)
+    refuse_explore(loaded)
     session = Session(loaded.encoder, loaded.hparams, loaded.params, loaded.about())
     model = loaded.about()
     server = ExploreServer(session, port or 0, text)

@@ -13,11 +13,12 @@ from collections.abc import Iterable, Iterator
 from ..constraints import byte_level_refusal, check_verse, verse
 from ..errors import PicoGPTError, _, whole_number
 from ..files.load import MODEL_SIZES
-from ..files.loaded import load_model, vocabulary_first
+from ..files.loaded import load_model, seq2seq_first, vocabulary_first
 from ..generate import check_settings, generate, generate_samples, generate_steps
 from ..sampling import Sampling
 from ..web.page import check_path, page_data, write_page
 from .command import ending, read_prompt, reuse_freed_memory, run_command, switch
+from .couplet import answer_text, refuse_gpt_only
 from .explore import explore_model
 from .score import score_text
 from .terminal import (
@@ -97,8 +98,13 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
         raise PicoGPTError(_("--candidates and --explain show one sample; drop --n_samples."))
     if explain is not None:
         check_path(explain)
+    couplet = seq2seq_first(model_size, models_dir, hf)  # an encoder-decoder: no GPT-2 flags
+    if couplet:
+        refuse_gpt_only({"acrostic": acrostic, "line": line, "stop": stop,
+                         "candidates": candidates, "ignore_end": ignore_end,
+                         "repetition_penalty": repetition_penalty})
     poem = acrostic is not None or line is not None
-    if poem:
+    if poem and not couplet:
         check_verse(acrostic, line)
         if hf is None and model_size in MODEL_SIZES:  # GPT-2's vocabulary: refuse before loading
             raise byte_level_refusal()
@@ -108,6 +114,13 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
     prompt = read_prompt(prompt, prompt_file)
     loaded = load_model(model_size, models_dir, base_url, hf)
     encoder, hparams, params, model = loaded.encoder, loaded.hparams, loaded.params, loaded.about()
+    if loaded.seq2seq:
+        if explain is not None:
+            raise PicoGPTError(_("--explain does not draw a couplet model's page yet; run it "
+                                 "without --explain."))
+        top_k, top_p = (loaded.sampler.get("top_k"), loaded.sampler.get("top_p")) if (
+            top_k is None and top_p is None) else (top_k, top_p)
+        return answer_text(prompt, loaded, n_samples, top_k, top_p, temperature, seed)
     if top_k is None and top_p is None and loaded.sampler:  # the sampler its task recommends
         top_k, top_p = loaded.sampler.get("top_k"), loaded.sampler.get("top_p")
         temperature = loaded.sampler.get("temperature", 1.0) if temperature == 1.0 else temperature

@@ -5,6 +5,7 @@ from ..errors import _, whole_number
 from ..files.loaded import load_model
 from ..score import check_score_settings, join_scores, score_windows, summary
 from .command import read_prompt
+from .couplet import score_couplet
 from .terminal import call_first, print_scores, progress, reading_notice, say_outside
 
 
@@ -33,6 +34,8 @@ def score_text(prompt: str = "", stride: int | None = None, top: int = 0, json: 
     whole_number("top", top, 0)
     text = read_prompt(prompt, prompt_file)
     loaded = load_model(model_size, models_dir, base_url, hf)
+    if loaded.seq2seq:  # a 下句 given its 上句
+        return score_couplet(text, loaded, top, json)
     encoder, hparams, params, model = loaded.encoder, loaded.hparams, loaded.params, loaded.about()
     whole_number("top", top, 0, loaded.n_vocab)
     check_score_settings(1, loaded.n_ctx // 2 if stride is None else stride, loaded.n_ctx)

@@ -22,7 +22,7 @@ from ..errors import PicoGPTError, _
 from ..files.chinese_poetry import find_collection, simplifier
 from ..files.load import read_encoder
 from ..files.poems import read_poems, read_text
-from ..tasks import SHARED, Run, Task, induction, poems, text
+from ..tasks import SHARED, Run, Task, couplet, induction, poems, text
 from .checkpoint import check_free, part_dir, read_run, training_lock
 from .command import run_command, said
 from .prepare import check_memory, check_run, find_vocab, new_model_dir
@@ -53,6 +53,7 @@ TASKS: dict[str, tuple[Task, object]] = {
     "text": (text.TASK, read_text_data),
     "induction": (induction.TASK, None),
     "poems": (poems.TASK, read_poems_data),
+    "couplet": (couplet.TASK, read_poems_data),
 }
 
 # The flags every task takes, in --help's order, with what they mean

@@ -105,3 +105,12 @@ def vocabulary_first(model_size: str, models_dir: str,
     if hf is None and model_size not in MODEL_SIZES and (model_dir / "hparams.json").is_file():
         return read_encoder(model_dir)
     return None
+
+
+def seq2seq_first(model_size: str, models_dir: str, hf: str | None) -> bool:
+    """Whether the model a command names is an encoder-decoder (a couplet model): its folder's
+    hparams.json says so, read without its weights."""
+    if hf is not None or model_size in MODEL_SIZES:
+        return False
+    hparams = read_json(Path(models_dir) / model_size / "hparams.json")
+    return isinstance(hparams, dict) and hparams.get("model") == "transformer"

@@ -23,7 +23,8 @@ import numpy as np
 
 from ..chars import Chars, count_chars
 from ..errors import PicoGPTError, _, whole_number
-from ..sampling import Sampling, sample_rngs
+from ..sampling import Sampling, most_likely, sample_rngs
+from ..score import Scores
 from ..transformer import decode, encode, init_params, logits
 from ..transformer_backward import loss_and_grads
 from . import Plan, Run, Task
@@ -58,10 +59,12 @@ def pairs(poem: str) -> list[tuple[str, str, int]]:
             if len(first) == len(second) and len(first) in (5, 7)]
 
 
-def is_middle(poem_pairs: list, i: int) -> bool:
-    """Whether pair i of a poem is its 颔联 or 颈联: the poem is a 律诗 (four 联 of one length)
-    and the pair is its second or third."""
-    return len(poem_pairs) == 4 and len({len(p[0]) for p in poem_pairs}) == 1 and i in (1, 2)
+def is_regulated(poem: str) -> bool:
+    """Whether a poem is a 律诗: four 联, and no other, each of two 句 of one length, five or
+    seven characters."""
+    found = pairs(poem)
+    return (len(found) == 4 == len(COUPLET.findall(poem))
+            and len({len(first) for first, _second, _i in found}) == 1)
 
 
 @dataclass(frozen=True)
@@ -100,8 +103,9 @@ def split(poems: list[str], n_held_out: int, seed: int = 43) -> tuple[list, list
     held = set(np.random.default_rng(seed).choice(
         len(with_pairs), min(n_held_out, len(with_pairs) // 2), replace=False).tolist())
     train, test = [], []
-    for i, (_poem, found) in enumerate(with_pairs):
-        rows = [(first, second, is_middle(found, j)) for first, second, j in found]
+    for i, (poem, found) in enumerate(with_pairs):
+        regulated = is_regulated(poem)  # its 颔联 and 颈联 (联 1 and 2) are measured apart
+        rows = [(first, second, regulated and j in (1, 2)) for first, second, j in found]
         (test if i in held else train).extend(rows)
     seen = {(first, second) for first, second, _middle in train}
     return train, [row for row in test if (row[0], row[1]) not in seen]
@@ -171,6 +175,39 @@ def baselines(train: Pairs, held: Pairs, n_vocab: int, end: int) -> dict:
         result |= {f"unigram{name}": round(float(uni), 4),
                    f"aligned{name}": round(float(aligned), 4)}
     return result
+
+
+def first_line(prompt: str, encoder) -> str:
+    """The 上句 of a prompt ("海阔凭鱼跃" or "海阔凭鱼跃，"), checked: PicoGPTError for no 上句 or
+    a character the model's vocabulary lacks."""
+    first = prompt.strip().rstrip(PUNCTUATION)
+    if not first or any(mark in first for mark in PUNCTUATION + "\n"):
+        raise PicoGPTError(_("give a couplet model one 上句 to answer, as 「海阔凭鱼跃」 (its "
+                             "characters only, or with ，); got {prompt!r}.").format(
+                                 prompt=prompt))
+    outside = encoder.outside(first)
+    if outside:
+        raise PicoGPTError(_("the 上句 holds {chars}, which this model's vocabulary lacks (it "
+                             "never saw them twice in training); choose other characters.").format(
+                                 chars=" ".join(outside)))
+    return first
+
+
+def score_pair(first: str, second: str, params: dict, hparams: dict, encoder, top: int = 0):
+    """How likely the model finds each character of a 下句 and its end, given the 上句, by its
+    own distribution (no length mask): the ids scored and a score.Scores of them."""
+    n_head, norm_first = hparams["n_head"], hparams.get("norm_first", True)
+    ids = [*encoder.encode(second), encoder.end]
+    src, tgt_in = np.array([encoder.encode(first)]), np.array([[encoder.start, *ids[:-1]]])
+    out = decode(tgt_in, encode(src, params, n_head, NO_PAD, norm_first), params, n_head, NO_PAD,
+                 np.zeros((1, src.shape[-1]), np.float32), norm_first)
+    log_p = logits(out[0], params)  # [n, n_vocab], then their log-softmax
+    log_p = log_p - log_p.max(-1, keepdims=True)
+    log_p -= np.log(np.exp(log_p).sum(-1, keepdims=True))
+    picked = log_p[np.arange(len(ids)), ids]  # [n]
+    top_ids = most_likely(log_p, top) if top else np.zeros((len(ids), 0), int)
+    return ids, Scores(0, picked, 1 + np.sum(log_p > picked[:, None], -1), top_ids,
+                       np.exp(np.take_along_axis(log_p, top_ids, -1)))
 
 
 def answer(first: str, params: dict, hparams: dict, encoder, top_k: int | None = None,
