@@ -1,0 +1,180 @@
+"""The couplet task (tasks/couplet.py, `python -m picogpt.train --task couplet`) and a couplet
+model on the command line: the pairs of a poem, the held-out split, the baselines against counts
+made here, a CI-sized run on a parallel text written here that beats its aligned table, both of
+chinese-poetry's layouts in simplified characters, the 下句's length, --score against a float64
+forward, and what only a GPT-2 takes refused in one line."""
+
+import doctest
+import json
+
+import numpy as np
+import pytest
+from test_load import assert_one_line_error, picogpt
+
+from picogpt.cli.train import main
+from picogpt.files.loaded import load_model
+from picogpt.tasks import couplet
+from picogpt.tasks.ngram import aligned_loss, unigram_probs
+from picogpt.transformer import decode, encode, logits
+
+# Traditional characters whose simplified forms differ, and their simplified forms
+TRADITIONAL, SIMPLIFIED = "風雲龍鳥東長門開書車馬魚", "风云龙鸟东长门开书车马鱼"
+MIRROR = dict(zip(TRADITIONAL, TRADITIONAL[::-1]))  # what the 下句 answers each character with
+
+
+def poem(rng, length: int = 5, n_pairs: int = 4) -> list[str]:
+    """A poem's lines: each 下句 is its 上句 backwards, each character answered by MIRROR's, so
+    character i of the 下句 answers character L-1-i of the 上句: a table of aligned places
+    cannot tell it, cross-attention can."""
+    lines = []
+    for _ in range(n_pairs):
+        first = "".join(rng.choice(list(TRADITIONAL), length))
+        lines.append(f"{first}，{''.join(MIRROR[c] for c in reversed(first))}。")
+    return lines
+
+
+def write_corpus(root, layout: str, n_poems: int = 300, seed: int = 0):
+    """A chinese-poetry folder in the npm package's layout or the GitHub checkout's."""
+    rng = np.random.default_rng(seed)
+    poems = [{"author": "某", "title": str(i), "paragraphs": poem(rng, 5 if i % 3 else 7)}
+             for i in range(n_poems)]
+    folder = root / ("package/dist/quantangshi" if layout == "npm" else "全唐诗")
+    folder.mkdir(parents=True)
+    for part in range(2):
+        (folder / f"poet.tang.{part * 1000}.json").write_text(
+            json.dumps(poems[part::2], ensure_ascii=False), encoding="utf-8")
+    return root / "package" if layout == "npm" else root
+
+
+def test_a_poems_pairs_are_its_lians_of_five_or_seven_characters():
+    text = "床前明月光，疑是地上霜。\n举头望明月，低头思故乡。\n三字句，四个字句。"
+    assert couplet.pairs(text) == [("床前明月光", "疑是地上霜", 0), ("举头望明月", "低头思故乡", 1)]
+    regulated = "\n".join(["甲乙丙丁戊，己庚辛壬癸。"] * 4)
+    assert couplet.is_regulated(regulated)
+    assert not couplet.is_regulated(regulated + "\n子丑寅卯辰，巳午未申酉。")
+
+
+def test_no_held_out_pair_is_trained_on_and_the_middle_lians_are_marked():
+    rng = np.random.default_rng(1)
+    poems = ["\n".join(poem(rng)) for _ in range(40)] + ["\n".join(poem(rng, n_pairs=2))] * 3
+    train, held = couplet.split(poems, 10)
+    assert held and not {(a, b) for a, b, _ in held} & {(a, b) for a, b, _ in train}
+    assert {middle for _, _, middle in train} == {True, False}  # 律诗: 联 1 and 2 only
+    assert sum(middle for _, _, middle in train + held) == 2 * 40  # each 律诗's 颔联 and 颈联
+
+
+def test_the_baselines_are_the_counts_of_the_held_out_tokens():
+    """The unigram and the aligned table, against probabilities counted here; the end of the
+    下句 gets the unigram's probability of an end in both."""
+    from picogpt.chars import Chars
+
+    train_rows = [("甲乙", "丙丁", False), ("甲丙", "乙丁", True), ("乙甲", "丁丙", False)]
+    held_rows = [("甲乙", "丁丙", True)]
+    encoder = Chars(["甲", "乙", "丙", "丁", "<|unknown|>", "<|start|>"])
+    train, held = couplet.as_ids(train_rows, encoder), couplet.as_ids(held_rows, encoder)
+    got = couplet.baselines(train, held, encoder.n_vocab, encoder.end)
+    outs = [encoder.encode(b) + [encoder.end] for _, b, _ in train_rows]
+    counts = np.bincount([i for out in outs for i in out], minlength=6) + 1
+    unigram = counts / counts.sum()
+    held_ids = encoder.encode("丁丙") + [encoder.end]
+    assert got["unigram"] == pytest.approx(-np.mean(np.log(unigram[held_ids])), abs=1e-4)
+    u = np.array(encoder.encode("甲乙甲丙乙甲"))
+    w = np.array(encoder.encode("丙丁乙丁丁丙"))
+    chars = aligned_loss(u, w, np.array(encoder.encode("甲乙")), np.array(encoder.encode("丁丙")),
+                         unigram_probs(np.concatenate([np.array(o) for o in outs]), 6))
+    expected = (2 * chars - np.log(unigram[encoder.end])) / 3
+    assert got["aligned"] == pytest.approx(expected, abs=1e-4)
+    assert got["aligned_middle"] == got["aligned"]  # the one held-out pair is a middle one
+
+
+@pytest.fixture(scope="module")
+def ci_run(tmp_path_factory):
+    """A CI-sized run on the npm layout of a corpus the test writes, in seconds."""
+    root = tmp_path_factory.mktemp("couplet")
+    text = write_corpus(root, "npm")
+    models = root / "models"
+    done = picogpt(str(text), "--task", "couplet", "--name", "dui", "--models_dir", str(models),
+                   "--n_layer", "1", "--n_head", "2", "--n_embd", "32", "--n_batch", "32",
+                   "--steps", "300", "--lr", "3e-3", "--curve_every", "100", "--n_held_out", "30",
+                   entry=main)
+    return root, models, done
+
+
+def test_a_ci_sized_run_beats_its_aligned_table_and_writes_simplified_characters(ci_run):
+    _root, models, done = ci_run
+    assert done.returncode == 0, done.stderr
+    curve = json.loads((models / "dui" / "curve.json").read_text(encoding="utf-8"))
+    best = next(m for m in curve["measured"] if m["step"] == curve["best"]["step"])
+    assert best["held_out"] < curve["baselines"]["aligned"] - 0.3
+    tokens = json.loads((models / "dui" / "chars.json").read_text(encoding="utf-8"))
+    assert set(SIMPLIFIED) <= set(tokens) and not set(TRADITIONAL) - set(SIMPLIFIED) & set(tokens)
+    assert "simplified with OpenCC" in done.stderr and "aligned table" in done.stderr
+
+
+def test_the_github_layout_reads_the_same_poems(tmp_path):
+    from picogpt.files.poems import read_poems
+
+    npm = read_poems(str(write_corpus(tmp_path / "a", "npm")))
+    github = read_poems(str(write_corpus(tmp_path / "b", "github")))
+    assert npm[0] == github[0] and npm[1] == github[1] == "chinese-poetry"
+    assert all(c not in "".join(npm[0]) for c in set(TRADITIONAL) - set(SIMPLIFIED))
+
+
+def test_the_command_answers_a_shang_ju_with_a_xia_ju_of_its_length(ci_run):
+    """Every sampler flag and --n_samples: each 下句 as long as its 上句, in the model's own
+    characters; greedy is repeatable; a prompt it cannot answer is one line."""
+    _root, models, _done = ci_run
+    model = ["--model_size", "dui", "--models_dir", str(models)]
+    for first in ("风云龙鸟东", "风云龙鸟东长门"):
+        for flags in ([], ["--top_k", "3", "--seed", "1"], ["--top_p", "0.9", "--seed", "2"],
+                      ["--temperature", "0.5", "--top_k", "8"]):
+            ran = picogpt(first, *model, *flags)
+            assert ran.returncode == 0, ran.stderr
+            line = ran.stdout.strip()
+            assert len(line) == len(first) and set(line) <= set(SIMPLIFIED), line
+    several = picogpt("风云龙鸟东，", *model, "--n_samples", "3", "--top_k", "5", "--seed", "0")
+    lines = [line for line in several.stdout.splitlines() if not line.startswith("=")]
+    assert several.returncode == 0 and [len(line) for line in lines] == [5, 5, 5]
+    for args, message in ((["海阔凭鱼跃"], "which this model's vocabulary lacks"),
+                          ([""], "give a couplet model one 上句"),
+                          (["风云", "--line", "5"], "--line is for a GPT-2"),
+                          (["风云", "--stop", "x"], "--stop is for a GPT-2"),
+                          (["风云", "--explore"], "is a couplet model (an encoder-decoder)")):
+        assert_one_line_error(picogpt(*args, *model), message)
+
+
+def test_score_is_the_float64_forward_of_the_pair(ci_run):
+    """--score of 「上句，下句」: each character of the 下句 and the end, given the 上句, equal to
+    transformer.py's forward on the same pair in float64 (its own distribution: no mask)."""
+    _root, models, _done = ci_run
+    loaded = load_model("dui", str(models))
+    encoder, params = loaded.encoder, loaded.params
+    model = ["--model_size", "dui", "--models_dir", str(models)]
+    ran = picogpt("风云龙鸟东，东长门开书", "--score", "--json", *model)
+    assert ran.returncode == 0, ran.stderr
+    scored, ids = json.loads(ran.stdout), encoder.encode("东长门开书")
+    wide = couplet_float64(params)
+    src = np.array([encoder.encode("风云龙鸟东")])
+    tgt = np.array([[encoder.start, *ids]])
+    memory = encode(src, wide, 2, -1, True)
+    out = decode(tgt, memory, wide, 2, -1, np.zeros((1, 5)), True)
+    log_p = logits(out[0], wide)
+    log_p = log_p - np.log(np.exp(log_p - log_p.max(-1, keepdims=True)).sum(-1, keepdims=True)) \
+        - log_p.max(-1, keepdims=True)
+    expected = log_p[np.arange(6), [*ids, encoder.end]]
+    got = [token["logprob"] for token in scored["tokens"]]
+    np.testing.assert_allclose(got, expected, atol=1e-4)  # float32 against float64
+    assert scored["n_tokens"] == 6 and scored["tokens"][-1]["text"] == "<|start|>"
+    assert_one_line_error(picogpt("风云龙鸟东，西门", "--score", *model), "the 下句 holds 西")
+    assert_one_line_error(picogpt("风云龙鸟东", "--score", *model), "give a couplet model a 联")
+
+
+def couplet_float64(params):
+    from picogpt.train import tree_map
+
+    return tree_map(lambda a: a.astype(np.float64), params)
+
+
+def test_answer_is_a_function_a_learner_imports_and_its_example_runs():
+    failed, tried = doctest.testmod(couplet, optionflags=doctest.ELLIPSIS)
+    assert tried >= 1 and failed == 0
