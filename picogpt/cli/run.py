@@ -118,16 +118,14 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
         if explain is not None:
             raise PicoGPTError(_("--explain does not draw a couplet model's page yet; run it "
                                  "without --explain."))
-        top_k, top_p = (loaded.sampler.get("top_k"), loaded.sampler.get("top_p")) if (
-            top_k is None and top_p is None) else (top_k, top_p)
+        if top_k is None and top_p is None and loaded.sampler:
+            top_k, top_p = loaded.sampler.get("top_k"), loaded.sampler.get("top_p")
+            said_sampler(loaded.sampler)
         return answer_text(prompt, loaded, n_samples, top_k, top_p, temperature, seed)
     if top_k is None and top_p is None and loaded.sampler:  # the sampler its task recommends
         top_k, top_p = loaded.sampler.get("top_k"), loaded.sampler.get("top_p")
         temperature = loaded.sampler.get("temperature", 1.0) if temperature == 1.0 else temperature
-        print(_("picogpt: sampling as this model's training task recommends ({settings}); "
-                "--top_k 1 is greedy.").format(settings=" ".join(
-                    f"--{key} {value}" for key, value in loaded.sampler.items())),
-              file=sys.stderr)
+        said_sampler(loaded.sampler)
     elif temperature != 1.0 and not sampling.sampling:  # a warning: the output is unchanged
         print(_("picogpt: --temperature {temperature} has no effect on greedy decoding (each "
                 "token is the most likely one); add --top_k 40 or --top_p 0.9 to sample.")
@@ -171,6 +169,13 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
 for mode_function in (generate_text, score_text, explore_model):
     mode_function.__doc__ += MODEL_ARGS
 MODES = {"generate": generate_text, "score": score_text, "explore": explore_model}
+
+
+def said_sampler(sampler: dict) -> None:
+    """Say that the model's own sampler is used, and how to be greedy instead."""
+    print(_("picogpt: sampling as this model's training task recommends ({settings}); "
+            "--top_k 1 is greedy.").format(settings=" ".join(
+                f"--{key} {value}" for key, value in sampler.items())), file=sys.stderr)
 
 
 def recorded(items: Iterable, into: list) -> Iterator:

@@ -68,7 +68,8 @@ def run_training(run: Run, plan: Plan, record: dict, resuming: bool) -> dict:
                 kept["best"] = {"step": step, "held_out": measured["held_out"], "params": params}
             curve["best"] = {key: kept["best"][key] for key in ("step", "held_out")}
             write_checkpoint(part, step, params, state, kept["best"], curve)
-        tqdm.write(measurement_lines(measured, curve, plan.baselines), file=sys.stderr)
+        tqdm.write(measurement_lines(measured, curve, plan.baselines, plan.figures),
+                   file=sys.stderr)
         return bar_fields(measured)
 
     try:
@@ -161,12 +162,14 @@ def bar_fields(measured: dict) -> dict:
             f"{measured['held_out']:.3f}"}
 
 
-def measurement_lines(measured: dict, curve: dict, baselines: dict | None) -> str:
+def measurement_lines(measured: dict, curve: dict, baselines: dict | None,
+                      figures=None) -> str:
     """A measurement as printed: one line of figures, then the sample (if any) on its own."""
     loss = curve["loss"][-1] if curve["loss"] else None
     parts = [_("step {step}: training loss {loss}").format(
         step=measured["step"], loss="-" if loss is None else f"{loss:.3f}")]
-    parts.append(held_out_text(measured, baselines))
+    parts.append(held_out_text(measured, None if figures else baselines)
+                 + (_(", ") + figures(measured) if figures else ""))
     if "second" in measured:  # the run trains on random runs: the probes mean something
         parts.append(_("random-run probes: first copy {first:.2f}, second copy {second:.2f} "
                        "nats per token").format(first=measured["first"],

@@ -73,6 +73,8 @@ class Plan:
     baselines: dict | None = None  # {"unigram", "bigram", ...} on the same held-out tokens
     probes: Callable[[dict], dict] | None = None  # params -> more figures (head scores ...)
     sample: Callable[[dict, int], str] | None = None  # (params, step) -> a short text
+    # a measurement's figures beside its held-out loss, when not the unigram and bigram models'
+    figures: Callable[[dict], str] | None = None
     curve: dict = field(default_factory=dict)  # what curve.json records about the data
     finish: Callable[[dict], dict] | None = None  # the kept params -> closing figures
     prompt: str = ""  # a prompt to try the model with, in its own language

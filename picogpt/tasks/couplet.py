@@ -273,13 +273,21 @@ def plan(run: Run, data) -> Plan:
                 "pairs": [[first, second, reference[first]] for first, second in
                           zip(prompts, made)]}
 
+    base = baselines(train, held, encoder.n_vocab, encoder.end)
+
+    def figures(measured: dict) -> str:
+        return _("aligned table {aligned:.3f}, unigram {unigram:.3f}; the 颔联 and 颈联 "
+                 "{middle:.3f} (aligned table {aligned_middle:.3f}, unigram "
+                 "{unigram_middle:.3f})").format(
+            middle=measured["held_out_middle"], **base)
+
     return Plan(
         hparams=hparams, params=params, batches=batches(train, run.n_batch, rng),
         loss_and_grads=lambda batch, params: loss_and_grads(*batch, params, n_head, NO_PAD,
                                                             norm_first=True),
         held_out=lambda params: held_out_losses(params, held, n_head, True),
         files={"chars.json": encoder.tokens},
-        baselines=baselines(train, held, encoder.n_vocab, encoder.end), sample=sample,
+        baselines=base, figures=figures, sample=sample,
         curve={"held_out_tokens": held.n_tokens, "held_out_pairs": len(held_rows),
                "training_pairs": len(train_rows)},
         finish=finish, prompt=prompts[0], sampler={"top_k": 8})
