@@ -713,3 +713,26 @@ def test_a_phone_reads_the_attention_labels_and_is_told_the_lens_scrolls(vocab_d
     assert abs(first["x"] - lens.bounding_box()["x"]) <= 1  # the layer column, still at the left
     page.screenshot(path=str(tmp_path / "lens-end.png"))
     context.close()
+
+
+def test_a_trained_models_page_starts_from_the_sampler_its_task_recommends(tmp_path, browser):
+    """A model whose folder says top-k 8 (the poems task writes sampler.json): the page's top-k
+    knob starts at 8 in sampling mode, and the next token's after bars are those of top-k 8:
+    eight tokens keep a probability (the page sampled the whole distribution before)."""
+    from test_explore import induction_session
+
+    session = induction_session(tmp_path)
+    session.model = {**session.model, "sampler": {"top_k": 8}}
+    server = ExploreServer(session, 0, "t5 t17 t3")
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        page = open_page(browser, server.url, ("en-US", 1920))
+        assert page.input_value("#top_k") == "8" and page.is_checked("#mode-sample")
+        wait_answered(page)
+        after = page.evaluate("[...document.querySelectorAll('#cands .p.after')]"
+                              ".filter(p => Number(p.textContent) > 0).length")
+        assert after == 8
+        page.context.close()
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -197,3 +197,20 @@ def test_a_fortunes_run_ends_with_a_verdict_against_its_goals_and_reference_runs
     ran = run_picogpt("", "--model_size", "f", "--models_dir", str(tmp_path), "--n_tokens", "4")
     assert ran.returncode == 0, ran.stderr
     assert "sampling as this model's training task recommends (--top_k 8)" in ran.stderr
+
+
+@pytest.mark.parametrize("args, chinese", [
+    (["--n_ctx", "4"], "一句和它后面的内容必须放得下"),
+    (["--warmup", "5000"], "升到 --lr 所用的步数，不能超过 --steps"),
+])
+def test_the_poems_tasks_hints_speak_the_locales_language(args, chinese, tmp_path):
+    """Under LANG=zh_CN the poems task's refusals are Chinese, hint included (they were English:
+    two hints of the old cli/poems.py were not in the catalog)."""
+    from test_load import picogpt as run_picogpt
+
+    from picogpt.cli.train import main
+
+    done = run_picogpt("--task", "poems", *args, "--models_dir", str(tmp_path), entry=main,
+                       env={"LANG": "zh_CN.UTF-8", "LANGUAGE": "zh_CN"})
+    assert done.returncode == 1 and done.stderr.count("\n") == 1
+    assert done.stderr.startswith("picogpt：") and chinese in done.stderr
