@@ -6,7 +6,17 @@ BPE `Encoder`, BERT's `WordPiece`), the three ways to generate, `score` and `tra
 importable from here, so a learner can write `from picogpt import gpt2, generate`.
 """
 
-from .encoder import Encoder
+import signal
+import sys
+from pathlib import Path
+
+# A command of picogpt's own (python -m picogpt..., the picogpt script) that is stopped with
+# Ctrl-C while its modules load ends quietly with 130, as it does later (cli/command.ending
+# takes Ctrl-C over once the command runs); a program that imports picogpt is left alone.
+if sys.argv[:1] == ["-m"] or Path(sys.argv[0] if sys.argv else "").name == "picogpt":
+    signal.signal(signal.SIGINT, lambda *_: sys.exit(130))
+
+from .encoder import Encoder  # noqa: E402 (after the handler: these imports take the time)
 from .errors import PicoGPTError
 from .files.hf import load_hf
 from .files.load import load_encoder_hparams_and_params

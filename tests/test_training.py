@@ -364,3 +364,25 @@ def test_a_damaged_checkpoint_or_run_json_is_one_line_that_names_the_file(tmp_pa
         assert_one_line_error(done, f"{part / 'run.json'} does not describe a run that can go on")
     (part / "run.json").write_text(run_json)
     assert picogpt(*resume, entry=main).returncode == 0
+
+
+IMPORTING = """
+import os, signal, sys
+sys.argv = ["-m", *sys.argv[1:]]  # as python -m picogpt.train sets it while finding the module
+import picogpt  # the first of the command's modules to load
+os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the rest load
+import picogpt.train.__main__
+"""
+
+
+def test_ctrl_c_while_the_modules_load_ends_quietly():
+    """Ctrl-C in the first moments of python -m picogpt.train, before the command runs: exit 130
+    and no KeyboardInterrupt traceback (it printed one); a program that imports picogpt keeps
+    Python's own Ctrl-C."""
+    done = subprocess.run([sys.executable, "-c", IMPORTING, "--task", "induction"],
+                          capture_output=True, text=True, timeout=120, preexec_fn=default_sigint)
+    assert done.returncode == 130 and "Traceback" not in done.stderr, done.stderr
+    library = subprocess.run([sys.executable, "-c", "import signal, picogpt; print(signal."
+                              "getsignal(signal.SIGINT) is signal.default_int_handler)"],
+                             capture_output=True, text=True, timeout=120)
+    assert library.stdout.strip() == "True", library.stderr

@@ -21,6 +21,7 @@ import difflib
 import inspect
 import os
 import re
+import signal
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -117,7 +118,9 @@ def words_for_fire(argv: list[str], function: Callable, program: str, positional
 def ending(stopped: str = "") -> Iterator[None]:
     """End the process as the module says for what the block raises; stopped is what Ctrl-C
     prints when the KeyboardInterrupt itself says nothing."""
-    try:
+    with contextlib.suppress(ValueError):  # Ctrl-C raises KeyboardInterrupt again, from here on
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # (ValueError: not the main
+    try:  # thread, which has its own)
         yield
     except PicoGPTError as e:
         print(_("picogpt: {message}").format(message=e), file=sys.stderr)

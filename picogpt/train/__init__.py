@@ -5,7 +5,7 @@ memory; tests hold the two equal); this module learns with them: GPT-2's initial
 AdamW step, the learning rate at each step, random windows of a text's ids, the loop with its
 progress bar, and the loss on held-out text. What a model learns from (a text, random runs,
 poems) is a task's (picogpt/tasks/); the command that reads the data and writes a model folder,
-`python -m picogpt.train`, is picogpt/cli/train.py, which running this module runs.
+`python -m picogpt.train`, is picogpt/cli/train.py, which this package's __main__.py runs.
 
     python -m picogpt.train book.txt --name mine --steps 600
     picogpt "Once upon a time" --model_size mine
@@ -18,11 +18,11 @@ import sys
 import numpy as np
 from tqdm import tqdm
 
-from .backward import cross_entropy
-from .encoder import N_VOCAB
-from .errors import _
-from .fasttrain import loss_and_grads
-from .model import gpt2
+from ..backward import cross_entropy
+from ..encoder import N_VOCAB
+from ..errors import _
+from ..fasttrain import loss_and_grads
+from ..model import gpt2
 
 
 def tree_map(f, *trees):
@@ -197,9 +197,3 @@ def held_out_loss(params: dict, ids: np.ndarray, n_head: int) -> float:
         logits = gpt2(rows[:, :-1], **params, n_head=n_head)  # [n_rows, n_seq, n_vocab]
         total += cross_entropy(logits, rows[:, 1:])[0] * rows[:, 1:].size
     return total / (len(ids) - 1)
-
-
-if __name__ == "__main__":  # the door: python -m picogpt.train runs the command, in cli/
-    from .cli.train import main
-
-    main()
