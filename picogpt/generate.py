@@ -194,10 +194,11 @@ def check_constraint(constraint: Verse, input_ids: Sequence[int], n_tokens: int,
                              "{n_vocab}; make it from the model's own encoder.").format(
                                  made=constraint.n_vocab, n_vocab=n_vocab))
     broken = constraint.first_break(input_ids)
-    if broken is not None:
+    if broken is not None:  # counted as typed: after a leading start token
+        typed = broken + 1 - (list(input_ids[:1]) == [constraint.alphabet.start])
         raise PicoGPTError(_("the prompt does not keep the form: its token {n} breaks it (the "
                              "prompt is the poem's start; write a title on a line of its own, "
-                             "ended by a line break, before the poem).").format(n=broken + 1))
+                             "ended by a line break, before the poem).").format(n=typed))
     needed = constraint.n_tokens(input_ids)
     if needed is not None and needed > n_tokens:
         raise PicoGPTError(_("the poem takes {needed} tokens, but n_tokens={n_tokens}; raise "

@@ -132,8 +132,8 @@ class Session:
             raise PicoGPTError(_("the text does not keep the form: its token {n}, {token}, "
                                  "breaks it (with a form, the whole text is the poem so far). "
                                  "Clear the box, or turn the form off.").format(
-                                     n=broken + 1, token=repr(self.encoder.decode(
-                                         [self.ids[broken]]))))
+                                     n=broken + 1 - (self.ids[:1] == [self.encoder.start]),
+                                     token=repr(self.encoder.decode([self.ids[broken]]))))
         place = form.position(self.ids)
         return None if form.complete(place) else form.allowed_at(place)
 
