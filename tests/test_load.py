@@ -166,6 +166,28 @@ def test_hparams_that_do_not_fit_the_tensors_are_named(tiny, tmp_path):
         load_encoder_hparams_and_params("124M", str(models_dir))
 
 
+def test_a_couplet_model_of_several_blocks_loads_and_a_missing_block_is_named(tmp_path):
+    """An encoder-decoder's blocks are encoder.h{i} and decoder.h{i}: a model of 2 + 3 blocks
+    (the couplet task's recipe has 2 + 2) loads as written, and hparams that ask for a decoder
+    block its weights lack name that block."""
+    from picogpt.files.loaded import load_model
+    from picogpt.files.store import save_model
+    from picogpt.transformer import init_params
+
+    tokens = [*"春风秋月", "<|unknown|>", "<|start|>"]
+    hparams = {"model": "transformer", "n_vocab": 6, "n_ctx": 16, "n_embd": 8, "n_head": 2,
+               "n_layer": 2, "n_dec_layer": 3, "norm_first": True}
+    save_model(tmp_path / "dui", hparams, init_params(hparams, np.random.default_rng(0)), None,
+               {"chars.json": tokens})
+    loaded = load_model("dui", str(tmp_path))
+    assert [len(loaded.params[stack]["blocks"]) for stack in ("encoder", "decoder")] == [2, 3]
+    hparams_json = tmp_path / "dui" / "hparams.json"
+    hparams_json.write_text(json.dumps({**hparams, "n_dec_layer": 4}))
+    with pytest.raises(PicoGPTError, match=r"decoder.h3.attn.c_proj.b should be \(8,\) but is "
+                                           r"no such tensor"):
+        load_model("dui", str(tmp_path))
+
+
 def damage(path: Path, text: str) -> None:
     path.write_text(text, encoding="utf-8")
 

@@ -144,9 +144,17 @@ def check_shapes(arrays: dict[str, np.ndarray], hparams: dict[str, int], source:
                  weights: str, fix: str) -> None:
     """Raise if the hparams read from source do not describe the tensors in weights."""
     # Blocks past the first one weights lack are not listed: an n_layer of 10**9 would list
-    # 12 * 10**9 names (memory runs out) where the first missing block already says it
-    n_blocks = len({name.split(".")[0] for name in arrays if name.startswith("h")})
-    expected = expected_shapes({**hparams, "n_layer": min(hparams["n_layer"], n_blocks + 1)})
+    # 12 * 10**9 names (memory runs out) where the first missing block already says it. An
+    # encoder-decoder's blocks are encoder.h0 ... and decoder.h0 ...: each stack is counted.
+    def held(stack: str) -> int:  # the blocks h0, h1, ... of stack ("" for GPT-2's) in arrays
+        return len({name[len(stack):].split(".")[0] for name in arrays
+                    if name.startswith(f"{stack}h")})
+
+    seq2seq = hparams.get("model") == "transformer"
+    capped = {"n_layer": min(hparams["n_layer"], held("encoder." if seq2seq else "") + 1)}
+    if seq2seq:
+        capped["n_dec_layer"] = min(hparams["n_dec_layer"], held("decoder.") + 1)
+    expected = expected_shapes({**hparams, **capped})
     for name in sorted(expected.keys() | arrays.keys()):
         want, have = expected.get(name), arrays[name].shape if name in arrays else None
         if want != have:
