@@ -167,14 +167,15 @@ def test_every_word_the_pages_ask_for_is_in_the_catalog():
     words = both_languages()
     web = PACKAGE / "web"
     sources = {name: (web / name).read_text(encoding="utf-8")
-               for name in ("views.js", "explore.js", "explain.html", "explore.html", "views.html")}
+               for name in ("views.js", "explore.js", "explain.html", "explore.html", "views.html",
+                            "couplet.html")}
     keys = set()
     for text in sources.values():
         for match in PAGE_KEY.findall(text):
             keys |= {key for key in match if key}
-    keys |= {f"score_{kind}" for kind in ("previous", "first", "induction")}
+    keys |= {f"score_{kind}" for kind in ("previous", "first", "induction", "same_position")}
     keys |= {f"n_tokens_{kind}" for kind in ("wordpiece", "chars")}  # "n_tokens_" + vocabulary
-    assert {"count", "count_one", "explore_title", "h_prompt"} <= keys
+    assert {"count", "count_one", "explore_title", "h_prompt", "h_cross", "tip_cross"} <= keys
     assert keys <= set(words["en"]), f"no text for {sorted(keys - set(words['en']))}"
     assert words["en"].keys() == words["zh"].keys()
     for key, english in words["en"].items():

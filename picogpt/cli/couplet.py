@@ -23,8 +23,9 @@ def refuse_gpt_only(given: dict) -> None:
 
 
 def answer_text(prompt: str, loaded: LoadedModel, n_samples: int, top_k: int | None,
-                top_p: float | None, temperature: float, seed: int | None) -> None:
-    """Print the 下句 (or n_samples of them, each under a line naming it) for the prompt's 上句."""
+                top_p: float | None, temperature: float, seed: int | None) -> tuple[str, list[str]]:
+    """Print the 下句 (or n_samples of them, each under a line naming it) for the prompt's 上句;
+    return the 上句 and them."""
     first = first_line(prompt, loaded.encoder)
     if len(first) + 1 > loaded.n_ctx:
         raise PicoGPTError(_("the 上句 has {n} characters; this model's context of {n_ctx} holds "
@@ -34,10 +35,11 @@ def answer_text(prompt: str, loaded: LoadedModel, n_samples: int, top_k: int | N
                    top_p=top_p, temperature=temperature, seed=seed, n_samples=n_samples)
     if n_samples == 1:
         print(lines[0], flush=True)
-        return
+        return first, lines
     for i, line in enumerate(lines):
         print("=" * 20, _("sample {i} of {n}").format(i=i + 1, n=n_samples), "=" * 20)
         print(line, flush=True)
+    return first, lines
 
 
 def score_couplet(text: str, loaded: LoadedModel, top: int, as_json: bool) -> None:

@@ -16,6 +16,7 @@ from ..files.load import MODEL_SIZES
 from ..files.loaded import load_model, seq2seq_first, vocabulary_first
 from ..generate import check_settings, generate, generate_samples, generate_steps
 from ..sampling import Sampling
+from ..web.couplet import couplet_data, write_couplet_page
 from ..web.page import check_path, page_data, write_page
 from .command import ending, read_prompt, reuse_freed_memory, run_command, switch
 from .couplet import answer_text, refuse_gpt_only
@@ -115,13 +116,16 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
     loaded = load_model(model_size, models_dir, base_url, hf)
     encoder, hparams, params, model = loaded.encoder, loaded.hparams, loaded.params, loaded.about()
     if loaded.seq2seq:
-        if explain is not None:
-            raise PicoGPTError(_("--explain does not draw a couplet model's page yet; run it "
-                                 "without --explain."))
         if top_k is None and top_p is None and loaded.sampler:
             top_k, top_p = loaded.sampler.get("top_k"), loaded.sampler.get("top_p")
             said_sampler(loaded.sampler)
-        return answer_text(prompt, loaded, n_samples, top_k, top_p, temperature, seed)
+        first, lines = answer_text(prompt, loaded, n_samples, top_k, top_p, temperature, seed)
+        if explain:
+            shown = {"top_k": top_k, "top_p": top_p, "seed": seed, "temperature": temperature}
+            write_couplet_page(explain, couplet_data(first, lines[0], params, hparams, encoder,
+                                                     shown, model))
+            print(_("picogpt: wrote {path}").format(path=explain), file=sys.stderr)
+        return
     if top_k is None and top_p is None and loaded.sampler:  # the sampler its task recommends
         top_k, top_p = loaded.sampler.get("top_k"), loaded.sampler.get("top_p")
         temperature = loaded.sampler.get("temperature", 1.0) if temperature == 1.0 else temperature

@@ -16,7 +16,10 @@ const Views = (() => {
     return fields ? text.replace(/\{(\w+)\}/g, (_, name) => String(fields[name])) : text;
   }
   function modelName(M, mark = "") {  // mark: put around the name, to find it in the text
-    const name = mark + M.name + mark;
+    const name = mark + M.name + mark, layers = {n_layer: M.n_layer, n_dec_layer: M.n_dec_layer};
+    if (M.seq2seq) {  // a couplet model: the 2017 encoder-decoder, never a GPT-2
+      return M.kind === "random" ? t("couplet_random", layers) : t("couplet_trained", {name, ...layers});
+    }
     return M.kind === "released" ? t("released", {size: name}) :
            M.kind === "hf" ? t("hf", {name}) :
            M.kind === "random" ? t("random", {n_layer: M.n_layer}) :
@@ -122,44 +125,62 @@ const Views = (() => {
 
   // The attention heatmap of one head, the tokens on both axes, the layer's heads as small
   // pictures, and a hover that names the exact weight. A = {first, n, data (base64 float32
-  // [n_layer, n_head, n, n])}; ids name the page's elements (attn, attn-x, attn-y, ...).
+  // [n_layer, n_head, n, n])}; the parts are views.html's, in #attn-panel.
   function attention(A, toks, nLayer, nHead, characters = []) {
-    const weights = floats(A.data), n = A.n;
-    const layerSelect = document.getElementById("layer"), headSelect = document.getElementById("head");
+    const names = labelled(toks, characters).slice(A.first, A.first + A.n), at = i => A.first + i;
+    return attentionMap(document.getElementById("attn-panel"), {
+      weights: floats(A.data), nLayer, nHead, nQ: A.n, nK: A.n, rows: names, cols: names,
+      rowAt: at, colAt: at, onShow: markHead,
+      range: () => A.first > 0 ? t("range", {a: A.first, b: A.first + A.n - 1, n: A.n}) : "",
+      tip: (l, h, q, k, w) => t("tip", {l, h, q: at(q), tq: quoted(toks[at(q)]), k: at(k),
+                                        tk: quoted(toks[at(k)]), w: w.toPrecision(7)})});
+  }
+
+  // One attention picture: a chosen layer's and head's weights, its queries down (rows) and its
+  // keys across (columns), a label on each axis, the layer's heads as small pictures beside it,
+  // and a hover that names the exact weight. Self-attention is square; cross-attention, where
+  // the decoder's positions look at the encoder's, need not be. root holds the parts, each
+  // named by its data-part: layer and head (the selects), map (the canvas), x and y (the axes),
+  // wrap, tip, range and overview. M = {weights (Float32Array [nLayer, nHead, nQ, nK]), nLayer,
+  // nHead, nQ, nK, rows and cols (the labels), rowAt and colAt (a label's position, its title),
+  // tip(l, h, q, k, w) (the hover's text), and optionally range() (a note), badge(l, h) (a
+  // line under each small picture), onShow(l, h) and font (the labels' largest size, px)}.
+  function attentionMap(root, M) {
+    const part = name => root.querySelector(`[data-part="${name}"]`);
+    const {weights, nQ, nK, nHead} = M;
+    const layerSelect = part("layer"), headSelect = part("head"), big = part("map");
     layerSelect.replaceChildren(); headSelect.replaceChildren();
-    for (let l = 0; l < nLayer; l++) layerSelect.append(el("option", {value: l}, String(l)));
+    for (let l = 0; l < M.nLayer; l++) layerSelect.append(el("option", {value: l}, String(l)));
     for (let h = 0; h < nHead; h++) headSelect.append(el("option", {value: h}, String(h)));
-    const weight = (l, h, q, k) => weights[((l * nHead + h) * n + q) * n + k];
+    const weight = (l, h, q, k) => weights[((l * nHead + h) * nQ + q) * nK + k];
     function paint(canvas, l, h, scale) {
-      canvas.width = canvas.height = n * scale;
-      const ctx = canvas.getContext("2d"), img = ctx.createImageData(n, n);
-      for (let q = 0; q < n; q++) for (let k = 0; k < n; k++) {
-        const v = Math.round(255 * (1 - Math.sqrt(weight(l, h, q, k)))), o = 4 * (q * n + k);
+      canvas.width = nK * scale; canvas.height = nQ * scale;
+      const ctx = canvas.getContext("2d"), img = ctx.createImageData(nK, nQ);
+      for (let q = 0; q < nQ; q++) for (let k = 0; k < nK; k++) {
+        const v = Math.round(255 * (1 - Math.sqrt(weight(l, h, q, k)))), o = 4 * (q * nK + k);
         img.data[o] = v; img.data[o + 1] = v; img.data[o + 2] = 255; img.data[o + 3] = 255;
       }
-      const tmp = el("canvas"); tmp.width = tmp.height = n; tmp.getContext("2d").putImageData(img, 0, 0);
-      ctx.imageSmoothingEnabled = false; ctx.drawImage(tmp, 0, 0, n * scale, n * scale);
+      const tmp = el("canvas"); tmp.width = nK; tmp.height = nQ; tmp.getContext("2d").putImageData(img, 0, 0);
+      ctx.imageSmoothingEnabled = false; ctx.drawImage(tmp, 0, 0, nK * scale, nQ * scale);
     }
-    // the picture fits the page's width beside the query labels, at most 480 px
-    const room = document.getElementById("attn-wrap").clientWidth - 120;
-    const big = document.getElementById("attn"), scale = Math.max(1, Math.floor(Math.min(480, room) / n));
+    // the picture fits the page's width beside the query labels, at most 480 px each way
+    const room = part("wrap").clientWidth - 120;
+    const scale = Math.max(1, Math.floor(Math.min(480 / Math.max(nQ, nK), room / nK)));
     // a label per row (queries) and per column (keys), or per `every` rows and columns when a
     // row is too thin for a 10 px font (a phone, a long text): a label is as tall as its rows
     // (as wide as its columns), the font a sixth smaller, so that a glyph's box (a Chinese
     // character's, a byte pair's turned on its side) stays inside it and never touches the
     // next label's; its title names its position
     const every = Math.ceil(12 / scale);
-    const size = Math.max(1, Math.min(12, Math.floor(scale * every * 5 / 6))) + "px";
-    const names = labelled(toks, characters);
-    for (const [axis, long] of [["attn-x", "width"], ["attn-y", "height"]]) {
-      const labels = document.getElementById(axis);
+    const size = Math.max(1, Math.min(M.font || 12, Math.floor(scale * every * 5 / 6))) + "px";
+    for (const [axis, long, names, at] of [["x", "width", M.cols, M.colAt], ["y", "height", M.rows, M.rowAt]]) {
+      const labels = part(axis);
       labels.replaceChildren();
       // groups end at the last position, which always has its label; the first group takes
       // what is left (every to 2 * every - 1 positions), so that each has room for the font
-      for (let end = n, rows; end > 0; end -= rows) {
+      for (let end = names.length, rows; end > 0; end -= rows) {
         rows = end < 2 * every ? end : every;
-        const i = A.first + end - 1;
-        const label = el("span", {class: "label", title: `${i}`}, names[i]);
+        const label = el("span", {class: "label", title: `${at(end - 1)}`}, names[end - 1]);
         label.style[long] = label.style.lineHeight = rows * scale + "px";
         label.style.fontSize = size;
         labels.prepend(label);
@@ -168,32 +189,36 @@ const Views = (() => {
     function show() {
       const l = Number(layerSelect.value), h = Number(headSelect.value);
       paint(big, l, h, scale);
-      const overview = document.getElementById("overview");
+      const overview = part("overview"), small = Math.max(1, Math.floor(64 / Math.max(nQ, nK)));
       overview.replaceChildren();
       for (let hh = 0; hh < nHead; hh++) {
         const c = el("canvas", {title: `${t("head")} ${hh}`, "data-head": hh});
-        paint(c, l, hh, Math.max(1, Math.floor(64 / n)));
-        c.style.width = c.style.height = "64px";
+        paint(c, l, hh, small);
+        c.style.width = nK * 64 / Math.max(nQ, nK) + "px";
+        c.style.height = nQ * 64 / Math.max(nQ, nK) + "px";
         if (hh === h) c.classList.add("sel");
         c.addEventListener("click", () => { headSelect.value = hh; show(); });
-        overview.append(c);
+        if (M.badge) {
+          const figure = el("figure", {class: "head", "data-head": hh});
+          figure.append(c, el("figcaption", {}, M.badge(l, hh)));
+          overview.append(figure);
+        } else {
+          overview.append(c);
+        }
       }
-      document.getElementById("attn-range").textContent =
-        A.first > 0 ? t("range", {a: A.first, b: A.first + n - 1, n}) : "";
-      document.getElementById("attn-tip").textContent = "";
-      markHead(l, h);
+      if (part("range")) part("range").textContent = M.range ? M.range() : "";
+      part("tip").textContent = "";
+      if (M.onShow) M.onShow(l, h);
     }
     big.onmousemove = e => {
       // cells from the canvas's content box: its border is not part of the picture, and on a
       // long page a cell is one pixel wide
       const r = big.getBoundingClientRect();
       const x = e.clientX - r.left - big.clientLeft, y = e.clientY - r.top - big.clientTop;
-      const k = Math.floor(x / big.clientWidth * n), q = Math.floor(y / big.clientHeight * n);
-      if (q < 0 || k < 0 || q >= n || k >= n) return;
+      const k = Math.floor(x / big.clientWidth * nK), q = Math.floor(y / big.clientHeight * nQ);
+      if (q < 0 || k < 0 || q >= nQ || k >= nK) return;
       const l = Number(layerSelect.value), h = Number(headSelect.value);
-      document.getElementById("attn-tip").textContent = t("tip", {
-        l, h, q: A.first + q, tq: quoted(toks[A.first + q]), k: A.first + k,
-        tk: quoted(toks[A.first + k]), w: weight(l, h, q, k).toPrecision(7)});
+      part("tip").textContent = M.tip(l, h, q, k, weight(l, h, q, k));
     };
     layerSelect.onchange = show;
     headSelect.onchange = show;
@@ -202,11 +227,11 @@ const Views = (() => {
   }
 
   // The head scores as small layer-by-head grids, one per score; clicking a cell calls
-  // onPick(layer, head). S = {previous, first, induction}: [n_layer][n_head] arrays (induction
-  // may be null: no token of the text repeats).
-  function headScores(container, S, onPick) {
+  // onPick(layer, head). S = {previous, first, induction} (or the kinds given): [n_layer][n_head]
+  // arrays (induction may be null: no token of the text repeats).
+  function headScores(container, S, onPick, kinds = ["previous", "first", "induction"]) {
     container.replaceChildren();
-    for (const kind of ["previous", "first", "induction"]) {
+    for (const kind of kinds) {
       const box = el("div", {class: "scores", "data-kind": kind});
       box.append(el("div", {class: "note"}, t("score_" + kind)));
       if (!S[kind]) {
@@ -241,9 +266,10 @@ const Views = (() => {
     }
   }
 
-  // The chosen head's cell in each head-score grid is marked (aria-pressed)
-  function markHead(l, h) {
-    document.querySelectorAll("#heads td[data-layer]").forEach(td => td.setAttribute(
+  // The chosen head's cell in each head-score grid (of #heads, or of container) is marked
+  // (aria-pressed)
+  function markHead(l, h, container = document.getElementById("heads")) {
+    container.querySelectorAll("td[data-layer]").forEach(td => td.setAttribute(
       "aria-pressed", String(td.dataset.layer === String(l) && td.dataset.head === String(h))));
   }
 
@@ -297,5 +323,5 @@ const Views = (() => {
   }
 
   return Object.assign(api, {t, modelName, title, settings, el, floats, shown, quoted, words, tokens, candidates,
-                             attention, headScores, lens, wpe});
+                             attention, attentionMap, headScores, markHead, lens, wpe});
 })();

@@ -137,6 +137,61 @@ def page_words() -> dict[str, str]:
                              "other tokens (the strip shows the new ones)."),
         "retokenized": _("Typing tokenized the text again: {n} tokens before the edit became "
                          "other tokens (the strip shows the new ones)."),
+        **couplet_words(),
+    }
+
+
+def couplet_words() -> dict[str, str]:
+    """The couplet model's page's own texts (web/couplet.html), in the current language."""
+    return {
+        "couplet_trained": _("\"{name}\", a couplet model trained by picogpt (an encoder-decoder "
+                             "of {n_layer} + {n_dec_layer} layers, not GPT-2)"),
+        "couplet_random": _("a couplet model with random weights (an encoder-decoder of {n_layer}"
+                            " + {n_dec_layer} layers, not GPT-2)"),
+        "couplet_settings": _("{model}. A 上句 of {n} characters, and the 下句 the model wrote for "
+                              "it, as long (a mask on the logits); {how}."),
+        "h_couplet": _("上句 and 下句"),
+        "n_couplet": _("The encoder reads the whole 上句. The decoder writes the 下句 a character "
+                       "at a time: it reads the start token and then each character it wrote, "
+                       "and writes the next, until the 下句 is as long as the 上句; then the end. "
+                       "Under each character, its id; p: the model's own probability of the "
+                       "token written there, given the 上句 and the characters before it (before "
+                       "the length mask and the sampler)."),
+        "row_first": _("上句"),
+        "row_second": _("下句"),
+        "row_p": _("p"),
+        "p_title": _("the model's probability of the token written in this column"),
+        "end": _("end"),
+        "end_title": _("the end: the token {token} (id {id}), which in this vocabulary also "
+                       "starts"),
+        "n_couplet_attn": _("Three kinds of attention, each with its own layer and head (choose "
+                            "them above each picture). Every row sums to 1. Hover a cell for the "
+                            "exact weight."),
+        "h_enc": _("The encoder's self-attention: 上句 × 上句"),
+        "n_enc": _("Row: a character of the 上句, as a query; column: a character it looks at. "
+                   "No mask: each character sees the whole 上句, the later characters too."),
+        "h_dec": _("The decoder's masked self-attention: 下句 × 下句"),
+        "n_dec": _("Row: a position of the decoder, named by the character it writes (the last "
+                   "writes the end); column: a token it reads (the start token, then the 下句's "
+                   "characters). The mask is causal: the row that writes character i sees the "
+                   "start token and the characters before i only."),
+        "h_cross": _("Cross-attention: 下句 × 上句"),
+        "n_cross": _("Row: a position of the decoder, named by the character it writes; column: "
+                     "a character of the 上句. The queries come from the decoder, the keys and "
+                     "values from the encoder's output. No mask: every row sees the whole 上句. "
+                     "A head that serves 对仗 lights the diagonal: writing character i, it looks "
+                     "at the 上句's character i. Under each head of the layer: its 对位 score."),
+        "h_same": _("对位 scores (same position)"),
+        "n_same": _("For each decoder layer (row) and head (column): the cross-attention weight "
+                    "that the row writing the 下句's character i puts on the 上句's character i, "
+                    "averaged over every character i. The last row, which writes the end, has no"
+                    " 上句 character to answer and is not counted. 1: the head looks at the same "
+                    "position only; 1/n for a 上句 of n characters: no more than a head that "
+                    "spreads its weight evenly. Click a cell to see that head above."),
+        "score_same_position": _("对位"),
+        "same_badge": _("对位 {v}"),
+        "tip_dec": _("layer {l} head {h}: row {q} (writes {wq}) -> reads {k} {tk}: {w}"),
+        "tip_cross": _("layer {l} head {h}: row {q} (writes {wq}) -> 上句 {k} {tk}: {w}"),
     }
 
 
