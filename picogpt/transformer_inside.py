@@ -150,10 +150,11 @@ def same_position_job(n_src: int, n_tgt: int) -> tuple[np.ndarray, np.ndarray]:
     return np.eye(n_tgt, n_src, dtype=bool), np.arange(n_tgt) < n_src
 
 
-def same_position_score(values: dict[str, np.ndarray]) -> np.ndarray:  # -> [n_dec_layer, n_head]
+def same_position_score(values: dict[str, np.ndarray]) -> np.ndarray:
     """对位: for each decoder row i that has a source position i (every row but the end's, when
     the target is the start token and a 下句 as long as the 上句), the cross-attention's weight
-    on source position i, averaged over those rows; per decoder block and head."""
+    on source position i, averaged over those rows; per decoder block and head:
+    [n_dec_layer, n_head], or [n_dec_layer, n_batch, n_head] for a trace of a batch."""
     n_layer = sum(1 for name in values if name.endswith(".cross_attn.pattern"))
     patterns = [values[f"decoder.blocks.{i}.cross_attn.pattern"] for i in range(n_layer)]
     keys, queries = same_position_job(patterns[0].shape[-1], patterns[0].shape[-2])

@@ -105,8 +105,8 @@ def test_the_page_draws_the_traces_three_kinds_of_attention_on_their_axes(models
     loaded, logits, values = traced(models, "rnd", FIRST, second)
     n = len(FIRST)
     page = open_page(browser, path)
-    assert page.locator("#enc-layer option").count() == 1  # the encoder's one block
-    assert page.locator("#cross-layer option").count() == 2  # the decoder's two
+    for kind, n_block in (("enc", 1), ("dec", 2), ("cross", 2)):  # the encoder's one block,
+        assert page.locator(f"#{kind}-layer option").count() == n_block  # the decoder's two
     axes = {"enc": (list(FIRST), list(FIRST)),
             "dec": ([*second, "end"], ["<|start|>", *second]),
             "cross": ([*second, "end"], list(FIRST))}

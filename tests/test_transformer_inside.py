@@ -204,3 +204,20 @@ def test_a_head_built_to_align_scores_one_and_a_head_built_to_mirror_scores_near
     score = same_position_score(values)
     assert score.shape == (1, 2)
     assert score[0, 0] > 0.99 and score[0, 1] < 0.05, score
+
+
+def test_a_batch_of_pairs_traces_and_scores_each_pair_as_alone():
+    """Pairs of one length as a leading dimension (scripts/benchmarks/couplet_heads.py runs
+    them so): each row's patterns and 对位 scores are the ones it has alone."""
+    hparams = {"n_vocab": 12, "n_embd": 16, "n_head": 2, "n_layer": 1, "n_dec_layer": 2}
+    params = init_params(hparams, np.random.default_rng(5))
+    rng = np.random.default_rng(6)
+    src, tgt = rng.integers(0, 11, (3, 5)), rng.integers(0, 11, (3, 6))
+    _, together = trace_seq2seq(src, tgt, params, hparams)
+    scores = same_position_score(together)
+    assert scores.shape == (2, 3, 2)  # [n_dec_layer, n_pairs, n_head]
+    for row in range(3):
+        _, alone = trace_seq2seq(src[row], tgt[row], params, hparams)
+        for name in ("encoder.blocks.0.attn.pattern", "decoder.blocks.1.cross_attn.pattern"):
+            np.testing.assert_allclose(together[name][row], alone[name], atol=1e-6)
+        np.testing.assert_allclose(scores[:, row], same_position_score(alone), atol=1e-6)
