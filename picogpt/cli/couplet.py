@@ -22,24 +22,30 @@ def refuse_gpt_only(given: dict) -> None:
                                  "drop --{name}.").format(name=name))
 
 
-def answer_text(prompt: str, loaded: LoadedModel, n_samples: int, top_k: int | None,
-                top_p: float | None, temperature: float, seed: int | None) -> tuple[str, list[str]]:
-    """Print the 下句 (or n_samples of them, each under a line naming it) for the prompt's 上句;
-    return the 上句 and them."""
+def first_of(prompt: str, loaded: LoadedModel) -> str:
+    """The prompt's 上句, checked (characters the model knows, within its context): PicoGPTError
+    before anything is said or run."""
     first = first_line(prompt, loaded.encoder)
     if len(first) + 1 > loaded.n_ctx:
         raise PicoGPTError(_("the 上句 has {n} characters; this model's context of {n_ctx} holds "
                              "{most} at most.").format(n=len(first), n_ctx=loaded.n_ctx,
                                                        most=loaded.n_ctx - 1))
+    return first
+
+
+def answer_text(first: str, loaded: LoadedModel, n_samples: int, top_k: int | None,
+                top_p: float | None, temperature: float, seed: int | None) -> list[str]:
+    """Print the 下句 (or n_samples of them, each under a line naming it) for a 上句 first_of
+    checked, and return them."""
     lines = answer(first, loaded.params, loaded.hparams, loaded.encoder, top_k=top_k,
                    top_p=top_p, temperature=temperature, seed=seed, n_samples=n_samples)
     if n_samples == 1:
         print(lines[0], flush=True)
-        return first, lines
+        return lines
     for i, line in enumerate(lines):
         print("=" * 20, _("sample {i} of {n}").format(i=i + 1, n=n_samples), "=" * 20)
         print(line, flush=True)
-    return first, lines
+    return lines
 
 
 def score_couplet(text: str, loaded: LoadedModel, top: int, as_json: bool) -> None:

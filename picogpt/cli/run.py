@@ -19,7 +19,7 @@ from ..sampling import Sampling
 from ..web.couplet import couplet_data, write_couplet_page
 from ..web.page import check_path, page_data, write_page
 from .command import ending, read_prompt, reuse_freed_memory, run_command, switch
-from .couplet import answer_text, refuse_gpt_only
+from .couplet import answer_text, first_of, refuse_gpt_only
 from .explore import explore_model
 from .score import score_text
 from .terminal import (
@@ -116,10 +116,11 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
     loaded = load_model(model_size, models_dir, base_url, hf)
     encoder, hparams, params, model = loaded.encoder, loaded.hparams, loaded.params, loaded.about()
     if loaded.seq2seq:
+        first = first_of(prompt, loaded)  # a 上句 it cannot answer: one line, before any other
         if top_k is None and top_p is None and loaded.sampler:
             top_k, top_p = loaded.sampler.get("top_k"), loaded.sampler.get("top_p")
             said_sampler(loaded.sampler)
-        first, lines = answer_text(prompt, loaded, n_samples, top_k, top_p, temperature, seed)
+        lines = answer_text(first, loaded, n_samples, top_k, top_p, temperature, seed)
         if explain:
             shown = {"top_k": top_k, "top_p": top_p, "seed": seed, "temperature": temperature}
             write_couplet_page(explain, couplet_data(first, lines[0], params, hparams, encoder,
