@@ -82,7 +82,9 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
             their probabilities before and after the filters, then the text.
         explain: Also write this HTML page of the run, to open offline in a browser: tokens
             with ids and bytes, each step's candidates, attention of every layer and head,
-            the logit lens, and the position embeddings.
+            the logit lens, and the position embeddings. A couplet model's page: the 上句,
+            the 下句, the encoder's, the decoder's and the cross-attention of every layer and
+            head, and each cross-attention head's 对位 (same position) score.
         prompt_file: Read the prompt from this UTF-8 file ('-' for standard input); one
             trailing newline is dropped.
         acrostic: Write an acrostic poem (藏头诗): line i starts with the i-th character, and
