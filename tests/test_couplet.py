@@ -201,21 +201,26 @@ def shares(pairs) -> dict:
 
 def test_the_run_ends_with_the_tones_of_the_models_the_poets_and_a_unigrams_xia_ju(ci_run):
     """The closing lines judge 平仄 on the held-out 联 against the goals, and curve.json keeps the
-    shares: the model's and the poets' equal to pypinyin's tones counted here on the pairs kept."""
+    shares, on every 联 and on the 颔联/颈联: the model's and the poets' equal to pypinyin's
+    tones counted here on the pairs kept (here every held-out 联 is judged and kept)."""
     pytest.importorskip("pypinyin", reason="pip install pypinyin (a dependency of picogpt)")
     _root, models, done = ci_run
     curve = json.loads((models / "dui" / "curve.json").read_text(encoding="utf-8"))
     tones, pairs = curve["finish"]["tones"], curve["finish"]["pairs"]
-    assert tones["pairs"] == len(pairs) > 50  # every held-out 联 of the small corpus is judged
+    middle = [row for row in pairs if row[3]]
+    assert tones["every"]["pairs"] == len(pairs) > 50 and tones["middle"]["pairs"] == len(middle)
+    assert 0 < len(middle) < len(pairs)
     for which, column in (("model", 1), ("real", 2)):
-        counted = shares([(row[0], row[column]) for row in pairs])
-        for key, share in counted.items():
-            assert tones[which][key] == pytest.approx(share, abs=1e-4), (which, key)
-    assert set(tones["unigram"]) == {"opposition", "level_end"}
+        for kind, rows in (("every", pairs), ("middle", middle)):
+            counted = shares([(row[0], row[column]) for row in rows])
+            for key, share in counted.items():
+                assert tones[kind][which][key] == pytest.approx(share, abs=1e-4), (kind, which)
+    assert set(tones["middle"]["unigram"]) == {"opposition", "level_end"}
     assert "tones opposed at the even places (平仄相对)" in done.stderr
     assert "下句 that end on a level tone (平)" in done.stderr
     assert "(goal ≥ 0.75)" in done.stderr and "(goal ≥ 0.85)" in done.stderr
-    assert f"the poets' own {tones['real']['level_end']:.2f}" in done.stderr
+    real = tones["middle"]["real"]["level_end"], tones["every"]["real"]["level_end"]
+    assert "the poets' own {:.2f}, {:.2f}".format(*real) in done.stderr
 
 
 def test_a_unigram_samplers_xia_ju_reads_nothing_of_the_shang_ju():
