@@ -115,19 +115,13 @@ def trained(params: dict, step, batches, seconds: float, lr: float) -> tuple[dic
                     "wall_s": round(time.perf_counter() - wall, 1), "last_loss": round(loss, 4)}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--text", required=True, help="chinese-poetry's folder")
-    parser.add_argument("--seconds", type=float, default=420.0,
-                        help="CPU seconds of training for each model")
-    parser.add_argument("--n_held_out", type=int, default=couplet.Options().n_held_out)
-    parser.add_argument("--gpt_lr", type=float, help="the GPT's peak lr (the recipe's if not)")
-    parser.add_argument("--n_samples", type=int, default=8)
-    args = parser.parse_args()
+def compare(text: str, seconds: float, n_held_out: int, gpt_lr: float | None = None,
+            n_samples: int = 8) -> dict:
+    """Train both models on text's pairs for seconds of CPU time each; every figure, as a dict."""
     recipe = couplet.defaults("chinese-poetry")
     load = os.getloadavg()
-    poems, _source, _note = read_poems(args.text)
-    train_rows, held_rows = couplet.split(poems, args.n_held_out)
+    poems, _source, _note = read_poems(text)
+    train_rows, held_rows = couplet.split(poems, n_held_out)
     encoder = Chars(count_chars("".join(f"{a}，{b}。" for a, b, _m in train_rows)))
     rng = np.random.default_rng(recipe["seed"])
     n_embd, n_head = recipe["n_embd"], recipe["n_head"]
@@ -146,36 +140,55 @@ def main() -> None:
     seq_params, seq_run = trained(
         seq_params, lambda batch, p: transformer_backward.loss_and_grads(
             *batch, p, n_head, couplet.NO_PAD, norm_first=True),
-        couplet.batches(train_pairs, recipe["n_batch"], rng), args.seconds, recipe["lr"])
+        couplet.batches(train_pairs, recipe["n_batch"], rng), seconds, recipe["lr"])
     gpt_params, gpt_run = trained(
         gpt_params, lambda batch, p: fasttrain.loss_and_grads(*batch, p, n_head),
-        gpt_batches(lines_of(train_rows, encoder), recipe["n_batch"], rng), args.seconds,
-        args.gpt_lr or recipe["lr"])
+        gpt_batches(lines_of(train_rows, encoder), recipe["n_batch"], rng), seconds,
+        gpt_lr or recipe["lr"])
     seq_loss = couplet.held_out_losses(seq_params, held_pairs, n_head, True)
     gpt_loss = gpt_held_out(gpt_params, lines_of(held_rows, encoder), n_head)
     base = couplet.baselines(train_pairs, held_pairs, encoder.n_vocab, encoder.end)
-    firsts = [first for first, _s, _m in couplet.spread(held_rows, args.n_samples)]
+    firsts = [first for first, _s, _m in couplet.spread(held_rows, n_samples)]
     reals = {first: second for first, second, _m in held_rows}
     seq_lines = couplet.answer_each(firsts, seq_params, seq_hparams, encoder, top_k=8, seed=0)
     samples = [{"上句": first, "encoder-decoder": seq, "decoder-only": gpt_answer(
         first, gpt_params, n_head, encoder, seed=i), "poet": reals[first]}
         for i, (first, seq) in enumerate(zip(firsts, seq_lines))]
-    result = {"load_before": load, "load_after": os.getloadavg(), "seconds": args.seconds,
-              "pairs": {"training": len(train_rows), "held_out": len(held_rows)},
-              "encoder-decoder": {"params": n_params(seq_params), **seq_hparams, **seq_run,
-                                  "tokens_a_step": "上句 + 下句 + end", **seq_loss},
-              "decoder-only": {"params": n_params(gpt_params), **gpt_hparams, **gpt_run,
-                               "lr": args.gpt_lr or recipe["lr"], **gpt_loss},
-              "baselines": base, "samples": samples}
-    print(json.dumps(result, ensure_ascii=False, indent=1))
-    print("\n| model | parameters | steps | CPU s | held-out, every 联 | 颔联/颈联 |")
-    print("|---|---|---|---|---|---|")
+    return {"load_before": load, "load_after": os.getloadavg(), "seconds": seconds,
+            "pairs": {"training": len(train_rows), "held_out": len(held_rows)},
+            "encoder-decoder": {"params": n_params(seq_params), **seq_hparams, **seq_run,
+                                "lr": recipe["lr"], **seq_loss},
+            "decoder-only": {"params": n_params(gpt_params), **gpt_hparams, **gpt_run,
+                             "lr": gpt_lr or recipe["lr"], **gpt_loss},
+            "baselines": base, "samples": samples}
+
+
+def table(result: dict) -> list[str]:
+    """The comparison as a Markdown table."""
+    base = result["baselines"]
+    lines = ["| model | parameters | steps | CPU s | held-out, every 联 | 颔联/颈联 |",
+             "|---|---|---|---|---|---|"]
     for name in ("encoder-decoder", "decoder-only"):
         row = result[name]
-        print(f"| {name} | {row['params']:,} | {row['steps']:,} | {row['cpu_s']} | "
-              f"{row['held_out']:.3f} | {row['held_out_middle']:.3f} |")
-    print(f"| aligned table | | | | {base['aligned']:.3f} | {base['aligned_middle']:.3f} |")
-    print(f"| unigram | | | | {base['unigram']:.3f} | {base['unigram_middle']:.3f} |")
+        lines.append(f"| {name} | {row['params']:,} | {row['steps']:,} | {row['cpu_s']} | "
+                     f"{row['held_out']:.3f} | {row['held_out_middle']:.3f} |")
+    lines.append(f"| aligned table | | | | {base['aligned']:.3f} | {base['aligned_middle']:.3f} |")
+    lines.append(f"| unigram | | | | {base['unigram']:.3f} | {base['unigram_middle']:.3f} |")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--text", required=True, help="chinese-poetry's folder")
+    parser.add_argument("--seconds", type=float, default=420.0,
+                        help="CPU seconds of training for each model")
+    parser.add_argument("--n_held_out", type=int, default=couplet.Options().n_held_out)
+    parser.add_argument("--gpt_lr", type=float, help="the GPT's peak lr (the recipe's if not)")
+    parser.add_argument("--n_samples", type=int, default=8)
+    args = parser.parse_args()
+    result = compare(args.text, args.seconds, args.n_held_out, args.gpt_lr, args.n_samples)
+    print(json.dumps(result, ensure_ascii=False, indent=1))
+    print("\n" + "\n".join(table(result)))
 
 
 if __name__ == "__main__":
