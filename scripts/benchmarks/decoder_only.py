@@ -13,7 +13,8 @@ Both are scored on the same held-out 下句 (the couplet task's split): the 下�
 what ends it (the end token for the encoder-decoder, 。 for the GPT: each model's own way to say
 the 下句 is over), given the 上句, nats per token; and both answer the same held-out 上句 with a
 下句 of its length (top-k 8, the same mask). Each trains for --seconds of this process's CPU time
-(steps are set from a first measurement of its step), so a busy machine does not favour either.
+(the learning rate's schedule follows the time spent), so a busy machine favours neither, and
+run it with OPENBLAS_NUM_THREADS=1 on a shared one (threads that wait for a core burn CPU time).
 
     python -m scripts.benchmarks.decoder_only --text chinese-poetry/ --seconds 420
 """
@@ -98,19 +99,15 @@ def gpt_answer(first: str, params: dict, n_head: int, encoder, seed: int) -> str
 
 
 def trained(params: dict, step, batches, seconds: float, lr: float) -> tuple[dict, dict]:
-    """params after --seconds of CPU time of AdamW steps (their number set from the first five
-    steps' time), on train.py's schedule (a tenth warm-up, cosine to lr / 10)."""
-    probe, state, start = params, {"step": 0}, time.process_time()
-    for _ in range(5):
-        _loss, grads = step(next(batches), probe)
-        probe, state = gpt_train.adamw(probe, grads, state, lr / 100)
-    per_step = (time.process_time() - start) / 5
-    steps = max(10, int(seconds / per_step))
-    state, cpu, wall = {"step": 0}, time.process_time(), time.perf_counter()
-    for i in range(steps):
+    """params after AdamW steps for seconds of this process's CPU time, the schedule train.py's
+    (a tenth warm-up, cosine to lr / 10) run by the share of the time spent, not by steps: both
+    models get the same time, whatever their step costs."""
+    state, steps, cpu, wall = {"step": 0}, 0, time.process_time(), time.perf_counter()
+    while (spent := time.process_time() - cpu) < seconds:
         loss, grads = step(next(batches), params)
-        rate = gpt_train.learning_rate(i, steps, lr, max(1, steps // 10))
+        rate = gpt_train.learning_rate(int(1000 * spent / seconds), 1000, lr, 100)
         params, state = gpt_train.adamw(params, grads, state, rate)
+        steps += 1
     return params, {"steps": steps, "cpu_s": round(time.process_time() - cpu, 1),
                     "wall_s": round(time.perf_counter() - wall, 1), "last_loss": round(loss, 4)}
 
