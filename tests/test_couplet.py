@@ -89,12 +89,15 @@ def test_the_baselines_are_the_counts_of_the_held_out_tokens():
 
 @pytest.fixture(scope="module")
 def ci_run(tmp_path_factory):
-    """A CI-sized run on the npm layout of a corpus the test writes, in seconds."""
+    """A CI-sized run on the npm layout of a corpus the test writes, in seconds: two encoder
+    blocks and three decoder blocks, which the folder must load as (a check of its tensors once
+    counted only a GPT-2's h0, h1 ... and refused any encoder of two blocks)."""
     root = tmp_path_factory.mktemp("couplet")
     text = write_corpus(root, "npm")
     models = root / "models"
     done = picogpt(str(text), "--task", "couplet", "--name", "dui", "--models_dir", str(models),
-                   "--n_layer", "1", "--n_head", "2", "--n_embd", "32", "--n_batch", "32",
+                   "--n_layer", "2", "--n_dec_layer", "3", "--n_head", "2", "--n_embd", "32",
+                   "--n_batch", "32",
                    "--steps", "300", "--lr", "3e-3", "--curve_every", "100", "--n_held_out", "30",
                    entry=main)
     return root, models, done
