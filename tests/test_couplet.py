@@ -89,12 +89,15 @@ def test_the_baselines_are_the_counts_of_the_held_out_tokens():
 
 @pytest.fixture(scope="module")
 def ci_run(tmp_path_factory):
-    """A CI-sized run on the npm layout of a corpus the test writes, in seconds."""
+    """A CI-sized run on the npm layout of a corpus the test writes, in seconds: two encoder
+    blocks and three decoder blocks, which the folder must load as (a check of its tensors once
+    counted only a GPT-2's h0, h1 ... and refused any encoder of two blocks)."""
     root = tmp_path_factory.mktemp("couplet")
     text = write_corpus(root, "npm")
     models = root / "models"
     done = picogpt(str(text), "--task", "couplet", "--name", "dui", "--models_dir", str(models),
-                   "--n_layer", "1", "--n_head", "2", "--n_embd", "32", "--n_batch", "32",
+                   "--n_layer", "2", "--n_dec_layer", "3", "--n_head", "2", "--n_embd", "32",
+                   "--n_batch", "32",
                    "--steps", "300", "--lr", "3e-3", "--curve_every", "100", "--n_held_out", "30",
                    entry=main)
     return root, models, done
@@ -178,3 +181,77 @@ def couplet_float64(params):
 def test_answer_is_a_function_a_learner_imports_and_its_example_runs():
     failed, tried = doctest.testmod(couplet, optionflags=doctest.ELLIPSIS)
     assert tried >= 1 and failed == 0
+
+
+def mandarin_tone(char: str) -> str | None:
+    """平 or 仄 by pypinyin's tone number, written here apart from tasks/verse.py."""
+    from pypinyin import Style, lazy_pinyin
+
+    number = lazy_pinyin(char, style=Style.TONE3, neutral_tone_with_five=True)[0][-1:]
+    return {"1": "平", "2": "平", "3": "仄", "4": "仄"}.get(number)
+
+
+def shares(pairs) -> dict:
+    """The opposition at the even places and the level-end share, counted here."""
+    even = [(mandarin_tone(a), mandarin_tone(b)) for first, second in pairs
+            for a, b in zip(first[1::2], second[1::2])]
+    even = [(a, b) for a, b in even if a and b]
+    ends = [mandarin_tone(second[-1]) for _first, second in pairs]
+    ends = [end for end in ends if end]
+    return {"opposition": sum(a != b for a, b in even) / len(even),
+            "level_end": ends.count("平") / len(ends)}
+
+
+def test_the_run_ends_with_the_tones_of_the_models_the_poets_and_a_unigrams_xia_ju(ci_run):
+    """The closing lines judge 平仄 on the held-out 联 against the goals, and curve.json keeps the
+    shares, on every 联 and on the 颔联/颈联: the model's and the poets' equal to pypinyin's
+    tones counted here on the pairs kept (here every held-out 联 is judged and kept)."""
+    pytest.importorskip("pypinyin", reason="pip install pypinyin (a dependency of picogpt)")
+    _root, models, done = ci_run
+    curve = json.loads((models / "dui" / "curve.json").read_text(encoding="utf-8"))
+    tones, pairs = curve["finish"]["tones"], curve["finish"]["pairs"]
+    middle = [row for row in pairs if row[3]]
+    assert tones["every"]["pairs"] == len(pairs) > 50 and tones["middle"]["pairs"] == len(middle)
+    assert 0 < len(middle) < len(pairs)
+    for which, column in (("model", 1), ("real", 2)):
+        for kind, rows in (("every", pairs), ("middle", middle)):
+            counted = shares([(row[0], row[column]) for row in rows])
+            for key, share in counted.items():
+                assert tones[kind][which][key] == pytest.approx(share, abs=1e-4), (kind, which)
+    assert set(tones["middle"]["unigram"]) == {"opposition", "level_end"}
+    assert "tones opposed at the even places (平仄相对)" in done.stderr
+    assert "下句 that end on a level tone (平)" in done.stderr
+    assert "(goal ≥ 0.75)" in done.stderr and "(goal ≥ 0.85)" in done.stderr
+    real = tones["middle"]["real"]["level_end"], tones["every"]["real"]["level_end"]
+    assert "the poets' own {:.2f}, {:.2f}".format(*real) in done.stderr
+
+
+def test_a_unigram_samplers_xia_ju_reads_nothing_of_the_shang_ju():
+    """Lines as long as each 上句, drawn from the probabilities given, never the start token
+    (the end) or the unknown one."""
+    from picogpt.chars import Chars
+
+    encoder = Chars(["春", "风", "秋", "<|unknown|>", "<|start|>"])
+    probs = np.array([0.0, 0.1, 0.3, 0.3, 0.3])  # 春 never; start and unknown are left out
+    lines = couplet.unigram_lines(["山水花鸟月", "山水花"] * 200, probs, encoder,
+                                  np.random.default_rng(0))
+    assert [len(line) for line in lines[:2]] == [5, 3]
+    drawn = "".join(lines)
+    assert set(drawn) == {"风", "秋"}
+    assert drawn.count("秋") / len(drawn) == pytest.approx(0.75, abs=0.03)
+
+
+def test_without_pypinyin_the_run_says_in_one_line_that_the_tones_were_skipped(tmp_path,
+                                                                              monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "pypinyin", None)  # `import pypinyin` fails
+    models = tmp_path / "models"
+    done = picogpt(str(write_corpus(tmp_path, "github", n_poems=60)), "--task", "couplet",
+                   "--name", "dui", "--models_dir", str(models), "--n_layer", "1", "--n_head",
+                   "2", "--n_embd", "16", "--n_batch", "8", "--steps", "4", "--curve_every",
+                   "4", "--n_held_out", "10", entry=main)
+    assert done.returncode == 0, done.stderr
+    skipped = [line for line in done.stderr.splitlines() if "(平仄)" in line]
+    assert skipped == ["picogpt: pypinyin cannot be imported, so the tones (平仄) of the 下句 "
+                       "were not judged; pip install pypinyin, then train again to see them."]
+    curve = json.loads((models / "dui" / "curve.json").read_text(encoding="utf-8"))
+    assert curve["finish"]["tones"] is None

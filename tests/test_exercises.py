@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from picogpt.errors import catalog, speaking
-from picogpt.exercises import check_all, load_file, report_lines
+from picogpt.exercises import check_all, check_extras, load_file, report_lines
 from picogpt.exercises.__main__ import main
 
 CORRECT = '''import numpy as np
@@ -477,3 +477,88 @@ def test_the_command_in_a_child_speaks_the_locales_language_and_exits_1_on_a_sli
     assert lines[4].startswith(" 4 linear             未通过（用例：x [4, 6]，方阵 w [6, 6]）："
                                "最大误差")
     assert lines[5].strip().startswith("提示：你的输出与 x @ w.T + b 一致")
+
+
+# docs/couplet.md's exercise beyond the ten: cross-attention, written from the learner's own
+# linear and attention, and its slips
+CROSS = '''
+
+def cross_attention(x, memory, q, k, v, c_proj, n_head):
+    q_heads = np.split(linear(x, **q), n_head, axis=-1)
+    k_heads = np.split(linear(memory, **k), n_head, axis=-1)
+    v_heads = np.split(linear(memory, **v), n_head, axis=-1)
+    no_mask = np.zeros((len(q_heads[0]), len(k_heads[0])), dtype=x.dtype)
+    out_heads = [attention(a, b, c, no_mask) for a, b, c in zip(q_heads, k_heads, v_heads)]
+    return linear(np.hstack(out_heads), **c_proj)
+'''
+CROSS_SLIPS = {  # slip -> (replacements in CROSS, a phrase of the hint in English, in Chinese)
+    "keys and values from x": ([("linear(memory, **k)", "linear(x, **k)"),
+                                ("linear(memory, **v)", "linear(x, **v)")],
+                               "self-attention over x", "对 x 的自注意力"),
+    "queries from memory": ([("linear(x, **q)", "linear(memory, **q)"),
+                             ("linear(memory, **k)", "linear(x, **k)"),
+                             ("linear(memory, **v)", "linear(x, **v)")],
+                            "queries made from memory", "查询由 memory 算出"),
+    "a causal mask": ([("np.zeros((len(q_heads[0]), len(k_heads[0])), dtype=x.dtype)",
+                        "(1 - np.tri(len(q_heads[0]), len(k_heads[0]), dtype=x.dtype)) * -1e10")],
+                      "with a causal mask", "因果掩码"),
+    "heads cut by positions": ([("np.split(linear(x, **q), n_head, axis=-1)",
+                                 "linear(x, **q).reshape(n_head, len(x), -1)"),
+                                ("np.split(linear(memory, **k), n_head, axis=-1)",
+                                 "linear(memory, **k).reshape(n_head, len(memory), -1)"),
+                                ("np.split(linear(memory, **v), n_head, axis=-1)",
+                                 "linear(memory, **v).reshape(n_head, len(memory), -1)"),
+                                ("np.hstack(out_heads)",
+                                 "np.stack(out_heads).reshape(len(x), -1)")],
+                               "heads mix positions", "混在了一起"),
+}
+
+
+def test_cross_attention_beyond_the_ten_passes_as_eleventh_and_keeps_exit_code_0(
+        tmp_path, monkeypatch, capsys):
+    path = write(tmp_path, CORRECT + CROSS)
+    results = check_all(load_file(path), path)
+    extras = check_extras(load_file(path), path, results)
+    assert [(r.name, r.passed) for r in extras] == [("cross_attention", True)]
+    monkeypatch.chdir(tmp_path)  # no models/ here: random weights
+    with pytest.raises(SystemExit) as ended:
+        main(["check", path, "--lang", "en"])
+    out = capsys.readouterr().out
+    assert ended.value.code == 0 and "11 cross_attention    passed" in out
+
+
+@pytest.mark.parametrize("slip", CROSS_SLIPS)
+def test_each_cross_attention_slip_fails_with_its_hint_in_both_languages(tmp_path, slip):
+    replacements, english, chinese = CROSS_SLIPS[slip]
+    text = CROSS
+    for old, new in replacements:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    path = write(tmp_path, CORRECT + text)
+    module = load_file(path)
+    results = check_all(module, path)
+    (extra,) = check_extras(module, path, results)
+    assert not extra.passed and extra.hints
+    for lang, phrase in (("en", english), ("zh", chinese)):
+        assert phrase in "\n".join(lines_in(lang, results + [extra], path)), (lang, slip)
+
+
+def test_a_cross_attention_with_a_slip_makes_the_check_exit_1(tmp_path, monkeypatch, capsys):
+    path = write(tmp_path, CORRECT + CROSS.replace("linear(memory, **v)", "linear(x, **v)"))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as ended:
+        main(["check", path, "--lang", "en"])
+    out = capsys.readouterr().out
+    assert ended.value.code == 1 and "All ten functions pass." in out
+    assert "11 cross_attention    FAILED on x [5, 16] (the decoder's)" in out
+
+
+def test_a_cross_attention_not_written_yet_is_said_and_fails_nothing(tmp_path, monkeypatch,
+                                                                     capsys):
+    path = write(tmp_path, CORRECT + "\n\ndef cross_attention(x, memory, q, k, v, c_proj, "
+                 "n_head):\n    raise NotImplementedError\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as ended:
+        main(["check", path, "--lang", "en"])
+    out = capsys.readouterr().out
+    assert ended.value.code == 0 and "11 cross_attention    FAILED: not written yet" in out

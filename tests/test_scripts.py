@@ -81,3 +81,73 @@ def test_every_name_a_script_imports_from_picogpt_exists():
                 for alias in node.names:
                     assert hasattr(module, alias.name) or importlib.util.find_spec(
                         f"{node.module}.{alias.name}"), f"{path.name}: {node.module}.{alias.name}"
+
+
+def write_marked_poems(root: Path, n_poems: int = 30) -> Path:
+    """chinese-poetry's npm layout with strains/: each poem one 联 「X宅凭鱼跃，天高任鸟飞。」 (X a
+    level character, so each text differs), marked 平仄平平仄，平平仄仄平。 as the classical
+    tones have them: 宅 is oblique there, level (zhái) in Mandarin."""
+    import json
+
+    level = "天高飞鱼凭风花山云春秋江溪烟霜钟楼城波声舟林桥泉村门窗帆歌琴梅兰松竹亭台前"
+    folder = root / "package" / "dist"
+    poems = [{"id": f"p{i}", "author": "某", "title": str(i),
+              "paragraphs": [f"{level[i]}宅凭鱼跃，天高任鸟飞。"]} for i in range(n_poems)]
+    marks = [{"id": f"p{i}", "strains": ["平仄平平仄，平平仄仄平。"]} for i in range(n_poems)]
+    for sub, entries in (("quantangshi", poems), ("strains/json", marks)):
+        (folder / sub).mkdir(parents=True)
+        (folder / sub / "poet.tang.0.json").write_text(json.dumps(entries, ensure_ascii=False),
+                                                       encoding="utf-8")
+    return root / "package"
+
+
+def test_classical_tones_pairs_each_character_with_its_own_mark(tmp_path):
+    """On pairs whose marks are known, the Mandarin judge misreads 宅 alone: it agrees on 9 of
+    each 联's 10 characters, finds 1 of the 2 even places opposed where the marks find both,
+    and both see every 下句 end level."""
+    pytest.importorskip("pypinyin", reason="pip install pypinyin (a dependency of picogpt)")
+    from scripts.benchmarks.classical_tones import measure, report
+
+    result = measure(str(write_marked_poems(tmp_path)), 10)
+    assert result["marked_pairs"] == result["held_out_pairs"] == 10
+    chars = result["characters"]
+    assert (chars["characters"], chars["agree"], chars["oblique_read_level"]) == (100, 0.9, 0.1)
+    assert chars["most_misread_oblique"] == [("宅", 10)] and chars["most_misread_level"] == []
+    assert result["every"]["mandarin"] == {"opposition": 0.5, "level_end": 1.0}
+    assert result["every"]["classical"] == {"opposition": 1.0, "level_end": 1.0}
+    assert "宅 read 平 where the marks say 仄: 10 times" in report(result)
+
+
+def test_decoder_only_scores_the_xia_ju_and_its_end_given_the_shang_ju(tmp_path):
+    """The GPT's held-out loss is -log p of the 下句's characters and its 。 after <start>上句，
+    (counted here one line at a time), and the comparison runs end to end on a small corpus: two
+    models of near parameter counts, each sample as long as its 上句."""
+    import numpy as np
+
+    from picogpt import train
+    from picogpt.chars import Chars
+    from picogpt.model import gpt2
+    from scripts.benchmarks.decoder_only import compare, gpt_held_out, lines_of, table
+
+    encoder = Chars([*"天高任鸟飞海阔凭鱼跃，。", "<|unknown|>", "<|start|>"])
+    hparams = {"n_vocab": encoder.n_vocab, "n_ctx": 16, "n_embd": 16, "n_head": 2, "n_layer": 1}
+    params = train.init_params(hparams, np.random.default_rng(0))
+    rows = [("海阔凭鱼跃", "天高任鸟飞", True), ("天高任鸟飞", "海阔凭鱼跃", False)]
+    expected = []
+    for first, second, _middle in rows:
+        ids = [encoder.start, *encoder.encode(f"{first}，{second}。")]
+        log_p = gpt2(np.array(ids[:-1]), **params, n_head=2).astype(np.float64)
+        log_p -= np.log(np.exp(log_p).sum(-1, keepdims=True))
+        expected.append([-log_p[i - 1, ids[i]] for i in range(7, 13)])  # 下句 and 。
+    got = gpt_held_out(params, lines_of(rows, encoder), 2)
+    assert got["held_out"] == pytest.approx(np.mean(expected), abs=1e-4)
+    assert got["held_out_middle"] == pytest.approx(np.mean(expected[0]), abs=1e-4)
+
+    result = compare(str(write_marked_poems(tmp_path)), 0.5, 10, n_samples=3)
+    seq, gpt = result["encoder-decoder"], result["decoder-only"]
+    assert abs(gpt["params"] - seq["params"]) / seq["params"] < 0.1
+    for sample in result["samples"]:
+        for model in ("encoder-decoder", "decoder-only"):
+            written = sample[model]
+            assert len(written) == len(sample["上句"]) and not set(written) & set("，。")
+    assert table(result)[2].startswith("| encoder-decoder | ")

@@ -4,8 +4,9 @@
 `python -m picogpt.exercises check my_gpt.py` loads it (`load_file`), checks each function
 against picogpt.model in the seed's order (checks.py, on the inputs of cases.py, with the
 slips and hints of hints.py), prints one line per function (`report_lines`) and, once all pass,
-text from the learner's own generate (generation.py). The command line is __main__.py's.
-Docs: docs/exercises.md.
+text from the learner's own generate (generation.py). Beyond the ten, `check_extras` checks
+cross_attention, the 2017 encoder-decoder's, when the file has it (docs/couplet.md). The
+command line is __main__.py's. Docs: docs/exercises.md.
 """
 
 import traceback
@@ -15,10 +16,10 @@ from pathlib import Path
 from picogpt.errors import PicoGPTError, _, reason
 
 from .cases import FUNCTIONS
-from .checks import Result, check_all
+from .checks import Result, check_all, check_extras
 from .hints import HINTS
 
-__all__ = ["FUNCTIONS", "Result", "check_all", "load_file", "report_lines"]
+__all__ = ["FUNCTIONS", "Result", "check_all", "check_extras", "load_file", "report_lines"]
 
 
 def load_file(path: str) -> types.ModuleType:

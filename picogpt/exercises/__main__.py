@@ -14,7 +14,8 @@ import fire
 from picogpt.cli.command import ending, words_for_fire
 from picogpt.errors import LANGUAGES, PicoGPTError, _, speaking
 
-from . import check_all, load_file, report_lines
+from . import check_all, check_extras, load_file, report_lines
+from .cases import NOT_WRITTEN
 from .generation import PROMPT, check_model_flags, learner_text
 from .template import write_template
 
@@ -37,7 +38,8 @@ def new(file: str) -> int:
 def check(file: str, lang: str | None = None, prompt: str = PROMPT, model_size: str = "124M",
           models_dir: str = "models", hf: str | None = None) -> int:
     """Check the ten functions in FILE against picogpt's, in seed 001's order; once all pass,
-    generate text with them and compare it with picogpt's greedy ids.
+    generate text with them and compare it with picogpt's greedy ids. An extra the file defines
+    (cross_attention, docs/couplet.md) is checked after them.
 
     Args:
         file: The learner's Python file (python -m picogpt.exercises new writes one).
@@ -54,8 +56,10 @@ def check(file: str, lang: str | None = None, prompt: str = PROMPT, model_size: 
         check_model_flags(model_size, models_dir, hf)
         module = load_file(file)
         results = check_all(module, file)
+        extras = check_extras(module, file, results)  # cross_attention, if the file has it
         print(_("Checking {file} against picogpt, in seed 001's order:").format(file=file))
-        print("\n".join(report_lines(results, file)), flush=True)
+        print("\n".join(report_lines(results + extras, file)), flush=True)
+        extra_failed = any(not r.passed and r.what != NOT_WRITTEN for r in extras)
         if not all(r.passed for r in results):
             print(_("Fix the first function that failed and check again; docs/exercises.md "
                     "says how to read a failure."))
@@ -63,7 +67,7 @@ def check(file: str, lang: str | None = None, prompt: str = PROMPT, model_size: 
         print(_("All ten functions pass."))
         same, lines = learner_text(module, file, prompt, model_size, models_dir, hf)
         print("\n".join(lines))
-        return 0 if same else 1
+        return 0 if same and not extra_failed else 1
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -15,6 +15,9 @@ from .hints import N_
 
 FUNCTIONS = ("gelu", "softmax", "layer_norm", "linear", "ffn", "attention", "mha",
              "transformer_block", "gpt2", "generate")
+# Beyond the ten, checked when the learner's file has them: the 2017 encoder-decoder's
+# cross-attention (docs/couplet.md's exercise), as transformer.multi_head_attention computes it
+EXTRAS = ("cross_attention",)
 SMALL = {"n_vocab": 60, "n_ctx": 16, "n_embd": 16, "n_head": 4, "n_layer": 2}
 N_LAYER, N_EMBD, N_HEAD = RELEASED_SHAPES["124M"]
 # GPT-2 124M's layer shape, two blocks deep: big enough for its slips, quick to check
@@ -54,7 +57,7 @@ def gpt2_shaped_params() -> dict:
 
 def cases(name: str) -> list[tuple[str, tuple, dict]]:
     """The inputs name is tried on: (what they are, positional args, keyword args)."""
-    rng = np.random.default_rng(FUNCTIONS.index(name))
+    rng = np.random.default_rng((FUNCTIONS + EXTRAS).index(name))
 
     def normal(*shape, scale=1.0):
         return rng.standard_normal(shape, dtype=np.float32) * np.float32(scale)
@@ -98,6 +101,10 @@ def cases(name: str) -> list[tuple[str, tuple, dict]]:
              (PROMPT_IDS,), {**gpt2_shaped_params(), "n_head": 12})],
         "generate": lambda: [(N_("ids [7, 3, 11], 6 new ids, on the small model"),
                               ([7, 3, 11], small, 4, 6), {})],
+        "cross_attention": lambda: [  # a 下句 of 5 positions reads a 上句 of 7
+            (N_("x [5, 16] (the decoder's), memory [7, 16] (the encoder's output), n_head 4"),
+             (normal(5, 16), normal(7, 16)),
+             {**{name: linear(16, 16) for name in ("q", "k", "v", "c_proj")}, "n_head": 4})],
     }[name]()
 
 

@@ -14,9 +14,9 @@ from functools import cache
 
 import numpy as np
 
-from picogpt import model
+from picogpt import model, transformer
 
-from .cases import FUNCTIONS, NOT_WRITTEN, SMALL, cases
+from .cases import EXTRAS, FUNCTIONS, NOT_WRITTEN, SMALL, cases
 from .hints import N_, SLIPS
 
 TOLERANCE = {"gelu": 1e-5, "softmax": 1e-5}  # else 1e-4; both far below any slip's effect
@@ -48,8 +48,15 @@ def reference_generate(inputs, params, n_head, n_tokens_to_generate):
     return ids[len(inputs):]
 
 
+def reference_cross_attention(x, memory, q, k, v, c_proj, n_head):
+    """transformer.multi_head_attention of x over memory with no mask: cross-attention."""
+    mask = np.zeros((x.shape[0], memory.shape[0]), x.dtype)  # every query sees every key
+    return transformer.multi_head_attention(x, memory, q, k, v, c_proj, n_head, mask)
+
+
 REFERENCE = {name: getattr(model, name) for name in FUNCTIONS[:-1]}
 REFERENCE["generate"] = reference_generate
+REFERENCE["cross_attention"] = reference_cross_attention
 
 
 def check_all(module, path: str) -> list[Result]:
@@ -68,6 +75,22 @@ def check_all(module, path: str) -> list[Result]:
         result.stand_ins = tuple(n for n in failed if n in names_used(function))
         results.append(result)
     return results
+
+
+def check_extras(module, path: str, results: list[Result]) -> list[Result]:
+    """The extras (cases.EXTRAS) the learner's module defines, each checked as the ten are, with
+    picogpt's functions standing in for the learner's that failed; those it lacks, not at all."""
+    failed = [r.name for r in results if not r.passed]
+    for earlier in failed:
+        module.__dict__[earlier] = REFERENCE[earlier]
+    extras = []
+    for name in EXTRAS:
+        function = module.__dict__.get(name)
+        if callable(function):
+            result = check_one(name, function, module, path)
+            result.stand_ins = tuple(n for n in failed if n in names_used(function))
+            extras.append(result)
+    return extras
 
 
 def names_used(function) -> set[str]:

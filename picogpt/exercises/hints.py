@@ -71,6 +71,18 @@ HINTS = {
     "linear_t": N_(
         "your output matches x @ w.T + b. The checkpoint stores w as [n_in, n_out]; look at "
         "whether w needs turning round at all."),
+    "cross_self": N_(
+        "your output matches self-attention over x: the keys and values come from x. In "
+        "cross-attention only the queries come from x (the decoder's positions); the keys and "
+        "values come from memory, the encoder's output."),
+    "cross_swapped": N_(
+        "your output matches queries made from memory and keys and values from x: one row per "
+        "position of memory. Each of x's positions asks (its query), and memory's positions "
+        "answer (their keys and values)."),
+    "cross_causal": N_(
+        "your output matches cross-attention with a causal mask. The mask that hides later "
+        "positions belongs to the decoder's self-attention; in cross-attention every position of "
+        "x may look at every position of memory, since the encoder read the whole source."),
     "position": N_(
         "the next token is taken from the wrong place. Row i of the logits predicts the token "
         "after position i; look at which row you give np.argmax."),
@@ -191,6 +203,21 @@ def upper(n, dtype):  # -> [n, n]
     return causal(n, dtype).T
 
 
+def cross_slip(x, memory, q, k, v, c_proj, n_head, asks="x", answers="memory", masked=False,
+               split=split_by_features, merge=merge_features):
+    """cross-attention with queries from asks and keys and values from answers, optionally
+    (masked) under a causal mask, and the split and merge given; one head at a time."""
+    source = {"x": x, "memory": memory}
+    heads = [split(model.linear(source[asks], **q), n_head),
+             split(model.linear(source[answers], **k), n_head),
+             split(model.linear(source[answers], **v), n_head)]
+    n_q, n_k = heads[0].shape[1], heads[1].shape[1]
+    mask = (1 - np.tri(n_q, n_k, dtype=x.dtype)) * -1e10 if masked else np.zeros((n_q, n_k),
+                                                                                  x.dtype)
+    out = np.stack([model.attention(*(h[i] for h in heads), mask) for i in range(n_head)])
+    return model.linear(merge(out), **c_proj)
+
+
 SLIPS = {  # function -> [(hint keys, the function with that slip)], tried in this order
     "gelu": [(("erf",), gelu_erf), (("relu",), relu)],
     "softmax": softmax_slips(),
@@ -220,4 +247,11 @@ SLIPS = {  # function -> [(hint keys, the function with that slip)], tried in th
              (("wpe_inputs", "no_ln_f"), lambda ids, **a: gpt2_slip(ids, **a, by_ids=True,
                                                                     final_norm=False))],
     "generate": [(("position",), generate_first_row)],
+    "cross_attention": [
+        (("cross_self",), lambda x, memory, **a: cross_slip(x, memory, **a, answers="x")),
+        (("cross_swapped",), lambda x, memory, **a: cross_slip(x, memory, **a, asks="memory",
+                                                              answers="x")),
+        (("cross_causal",), lambda x, memory, **a: cross_slip(x, memory, **a, masked=True)),
+        (("heads",), lambda x, memory, **a: cross_slip(x, memory, **a, split=split_by_positions,
+                                                      merge=merge_positions))],
 }
