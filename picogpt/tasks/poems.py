@@ -238,7 +238,7 @@ def plan(run: Run, data: Poems) -> Plan:
                                                  min(32, n_ctx - 1), 8, run.seed + step),
         curve={"held_out_tokens": len(held_ids) - 1, "held_out_poems": len(held),
                "regulated_poems": len(rhymed), "characters": sum(map(len, data.poems)),
-               "distinct": len(set("".join(data.poems)))},
+               "distinct": len(set("".join(data.poems)) - {"\n"})},
         finish=finish, prompt=prompts[0], sampler={"top_k": 8})
 
 
@@ -302,12 +302,12 @@ def summary(curve: dict, finish: dict) -> list[str]:
     goals = GOALS.get(finish["source"], {})
     under, share, form = base["bigram"] - best["held_out"], finish["line_share"], finish["form"]
     if "under_bigram" in goals:
-        lines.append(_("{under:.3f} under the bigram (goal {goal}) {mark}; the reference runs: "
-                       "{low:.3f} to {high:.3f}.").format(
-            under=under, goal=f"≥ {goals['under_bigram']}", mark=mark(under, goals,
-                                                                      "under_bigram"),
-            low=goals["reference"]["under_bigram"][0],
-            high=goals["reference"]["under_bigram"][1]))
+        low, high = goals["reference"]["under_bigram"]
+        said = _("{under:.3f} under the bigram (goal {goal}) {mark}; the reference runs: "
+                 "{low:.3f} to {high:.3f}.") if low != high else _(
+            "{under:.3f} under the bigram (goal {goal}) {mark}; the reference run: {low:.3f}.")
+        lines.append(said.format(under=under, goal=f"≥ {goals['under_bigram']}",
+                                 mark=mark(under, goals, "under_bigram"), low=low, high=high))
     lines.append(_("句 that keep the prompt's length: {share:.0%}{goal}; the held-out poems "
                    "{real:.0%}, another poem's {chance:.0%}.").format(
         share=share, goal=goal_text(share, goals, "line_share"), real=finish["kept"]["held_out"],
@@ -338,13 +338,15 @@ def mark(value: float, goals: dict, key: str) -> str:
 
 
 def goal_text(share: float, goals: dict, key: str) -> str:
-    """" (goal ≥ 50%) ✓; the reference runs: 88% to 92%", or "" when the corpus has no such
-    goal."""
+    """" (goal ≥ 50%) ✓; the reference runs: 88% to 92%" (or the one reference run's figure),
+    or "" when the corpus has no such goal."""
     if key not in goals:
         return ""
     low, high = goals["reference"][key]
-    return " " + _("(goal {goal}) {mark}; the reference runs: {low:.0%} to {high:.0%}").format(
-        goal=f"≥ {goals[key]:.0%}", mark=mark(share, goals, key), low=low, high=high)
+    said = _("(goal {goal}) {mark}; the reference runs: {low:.0%} to {high:.0%}") if low != high \
+        else _("(goal {goal}) {mark}; the reference run: {low:.0%}")
+    return " " + said.format(goal=f"≥ {goals[key]:.0%}", mark=mark(share, goals, key), low=low,
+                             high=high)
 
 
 def normal(curve: dict, finish: dict) -> str:
