@@ -84,12 +84,14 @@ def rhyme_table(encoder, n_vocab: int) -> np.ndarray:  # -> [n_vocab] int
     """Each token's rhyme group (its index in tasks/verse.py's GROUPS), for the tokens that
     write one Chinese character pypinyin reads; -1 for every other token. Read once per
     vocabulary, as alphabet is."""
-    from .tasks import verse as judge  # not at the top: tasks/ imports generate, which imports us
+    # imported here, not at the top: importing tasks/ runs its __init__, which imports generate,
+    # which imports this module
+    from .tasks.verse import GROUPS, rhyme
 
-    letters, groups = alphabet(encoder, n_vocab), list(judge.GROUPS)
+    letters, groups = alphabet(encoder, n_vocab), list(GROUPS)
     table = np.full(n_vocab, -1)
     for char, i in letters.ids.items():
-        group = judge.rhyme(char) if letters.chinese[i] else None
+        group = rhyme(char) if letters.chinese[i] else None
         table[i] = -1 if group is None else groups.index(group)
     return table
 
@@ -257,7 +259,7 @@ def check_verse(acrostic: str | None, line: int | None, rhyme: bool = False) -> 
         raise PicoGPTError(_("--rhyme with --line 1 and --acrostic: each line's one character "
                              "is the acrostic's, so none is left to rhyme. Use --line 2 or "
                              "more."))
-    from .tasks.verse import available
+    from .tasks.verse import available  # here, as in rhyme_table
 
     if rhyme and not available():
         raise PicoGPTError(_("--rhyme reads each character's rhyme with pypinyin, which is not "
