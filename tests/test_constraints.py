@@ -407,3 +407,11 @@ def test_the_rhyme_is_refused_where_it_cannot_be_kept(monkeypatch):
         verse(characters(), line=5, rhyme=True)
     assert "\n" not in str(error.value)
     verse(characters(), line=5)  # without --rhyme, pypinyin is not needed
+
+
+def test_a_couplet_model_refuses_the_rhyme_as_it_refuses_the_other_forms():
+    from picogpt.cli.couplet import refuse_gpt_only
+
+    refuse_gpt_only({"rhyme": False, "line": None})  # not given: nothing to refuse
+    with pytest.raises(PicoGPTError, match="--rhyme is for a GPT-2"):
+        refuse_gpt_only({"rhyme": True})
