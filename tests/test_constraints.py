@@ -415,3 +415,18 @@ def test_a_couplet_model_refuses_the_rhyme_as_it_refuses_the_other_forms():
     refuse_gpt_only({"rhyme": False, "line": None})  # not given: nothing to refuse
     with pytest.raises(PicoGPTError, match="--rhyme is for a GPT-2"):
         refuse_gpt_only({"rhyme": True})
+
+
+def test_the_command_rhymes_with_the_prompts_first_xia_ju(small):  # noqa: F811
+    """On the command line the prompt is the poem's start: 鸟 (niǎo, 遥条) ends its first 下句,
+    so every 下句 the model writes ends on 遥条, whatever the sampler."""
+    folder, _ = small
+    prompt = "春眠不觉晓，处处闻啼鸟。"
+    for args in ([], ["--top_k", "40", "--seed", "2"], ["--n_samples", "2", "--top_k", "9"]):
+        done = picogpt(prompt, "--hf", str(folder), "--line", "5", "--rhyme", "--n_tokens",
+                       "24", *args)
+        assert done.returncode == 0, done.stderr
+        texts = [t for t in done.stdout.splitlines() if t and not t.startswith("=")]
+        for text in texts:
+            lines = xia_ju(prompt + text)
+            assert len(lines) == 3 and {rhyme_of(x[-1]) for x in lines} == {rhyme_of("鸟")}, text
