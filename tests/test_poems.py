@@ -258,7 +258,7 @@ def test_a_chinese_poetry_run_measures_rhyme_tones_and_heads(tmp_path, monkeypat
                                f"of 40 held-out 律诗: {form['model']['rhyme']:.0%} (goal ≥ 50%)")
                for line in lines), lines
     assert any("平仄 oppose" in line for line in lines)
-    assert "the best heads" not in lines and poems.GOALS["chinese-poetry"]["rhyme"] == 0.5
+    assert poems.GOALS["chinese-poetry"]["rhyme"] == 0.5
     monkeypatch.setattr(verse, "available", lambda: False)
     result = train(name="cp2", **flags)
     lines = poems.summary(result["curve"], result["finish"])
