@@ -3,7 +3,9 @@
 It holds `masked` (every token a constraint forbids gets a logit of -inf), `Alphabet` (which
 tokens of a vocabulary are one Chinese character, and which are ，。 and a line break, read once
 per vocabulary from its own decode) and `Verse`, the form of a poem: lines of a fixed length
-(`--line 5` is 五言, `--line 7` is 七言) and an acrostic (藏头诗, `--acrostic 春夏秋冬`).
+(`--line 5` is 五言, `--line 7` is 七言), an acrostic (藏头诗, `--acrostic 春夏秋冬`) and a rhyme
+(`--rhyme`: each 下句 ends on a character of the first 下句's rhyme group, with `rhymes`, the
+table of each token's group, read once per vocabulary by tasks/verse.py's judge, 十三辙).
 
 A constraint is any object with `allowed(ids)`, the [n_vocab] bool mask of the tokens that may
 follow the ids generated so far, and `done(ids)`, whether the form is complete. generate.py
@@ -14,7 +16,11 @@ A poem is counted this way. A line (句) is its characters and one punctuation m
 ，and 。 in turn (a couplet, 联), and a line break follows each 。 when the vocabulary has one
 (a character vocabulary does; BERT's WordPiece has none). With an acrostic, line i starts with
 its i-th character, one hidden character a line as in a classical 藏头诗, and the poem ends
-after the last line, with 。 whatever its place.
+after the last line, with 。 whatever its place. With a rhyme, the lines that end in 。 (the
+second, fourth ...: the 下句) end on a character that pypinyin reads, and each after the first
+on one of the first's rhyme group; the lines that end in ，are free, as in regulated verse. With
+--line the mask is on the 下句's last character; without, on its mark, which may follow only a
+character that rhymes.
 
 The whole text is the poem so far, the prompt included, on the command line and the explore
 page alike (`Verse.poem` says which ids count): after a leading start token, and after a title,
@@ -73,15 +79,34 @@ def alphabet(encoder, n_vocab: int) -> Alphabet:
     return Alphabet(n_vocab, chinese, ids, getattr(encoder, "start", None))
 
 
+@lru_cache(maxsize=4)
+def rhyme_table(encoder, n_vocab: int) -> np.ndarray:  # -> [n_vocab] int
+    """Each token's rhyme group (its index in tasks/verse.py's GROUPS), for the tokens that
+    write one Chinese character pypinyin reads; -1 for every other token. Read once per
+    vocabulary, as alphabet is."""
+    # imported here, not at the top: importing tasks/ runs its __init__, which imports generate,
+    # which imports this module
+    from .tasks.verse import GROUPS, rhyme
+
+    letters, groups = alphabet(encoder, n_vocab), list(GROUPS)
+    table = np.full(n_vocab, -1)
+    for char, i in letters.ids.items():
+        group = rhyme(char) if letters.chinese[i] else None
+        table[i] = -1 if group is None else groups.index(group)
+    return table
+
+
 @dataclass(frozen=True, eq=False)
 class Verse:
     """A poem's form (see the module's docstring): lines of `line` characters (None: any length
     from two) ending in ，and 。 in turn; with `acrostic`, line i starts with its i-th character
-    and the poem has that many lines."""
+    and the poem has that many lines; with `rhymes` (rhyme_table's), each 下句 rhymes with the
+    first."""
 
     alphabet: Alphabet
     acrostic: str = ""
     line: int | None = None
+    rhymes: np.ndarray | None = None  # [n_vocab] each token's rhyme group, -1 for none
 
     @property
     def n_vocab(self) -> int:
@@ -105,57 +130,69 @@ class Verse:
                 return i + 1
         return begin
 
-    def position(self, ids: Sequence[int]) -> tuple[int, int, bool]:
+    def position(self, ids: Sequence[int]) -> tuple:
         """Where a text's ids stand in the poem: (lines done, characters of the line being
-        written, whether a line break is due)."""
-        place = (0, 0, False)
+        written, whether a line break is due, the first 下句's rhyme group or None, the rhyme
+        group of the last character written)."""
+        place = (0, 0, False, None, -1)
         for token in ids[self.poem(ids) :]:
             place = self.advance(place, token)
         return place
 
-    def advance(self, place: tuple[int, int, bool], token: int) -> tuple[int, int, bool]:
+    def advance(self, place: tuple, token: int) -> tuple:
         """The position after token, from the position before it; a complete poem's position
         stays where it is (what follows the poem is not counted)."""
         if self.complete(place):
             return place
-        n_done, n_chars, break_due = place
+        n_done, n_chars, break_due, first, last = place
         ids = self.alphabet.ids
-        if token in (ids[COMMA], ids[PERIOD]):
-            return n_done + 1, 0, token == ids[PERIOD] and NEWLINE in ids
+        if token in (ids[COMMA], ids[PERIOD]):  # the first 下句's end sets the rhyme
+            first = last if first is None and n_done % 2 == 1 else first
+            return n_done + 1, 0, token == ids[PERIOD] and NEWLINE in ids, first, -1
         if token == ids.get(NEWLINE):
-            return n_done, n_chars, False
-        return n_done, n_chars + 1, break_due
+            return n_done, n_chars, False, first, last
+        group = -1 if self.rhymes is None else int(self.rhymes[token])
+        return n_done, n_chars + 1, break_due, first, group
 
     def allowed(self, ids: Sequence[int]) -> np.ndarray:  # a text's ids -> [n_vocab] bool
         """The tokens that may come next after a text's ids."""
         return self.allowed_at(self.position(ids))
 
-    def allowed_at(self, place: tuple[int, int, bool]) -> np.ndarray:  # -> [n_vocab] bool
+    def allowed_at(self, place: tuple) -> np.ndarray:  # -> [n_vocab] bool
         """The tokens that may come next at a position (position's)."""
-        n_done, n_chars, break_due = place
+        n_done, n_chars, break_due, first, last = place
         if break_due:
             return self.alphabet.only(NEWLINE)
         if n_chars == 0 and self.acrostic:  # the hidden character opens the line
             return self.alphabet.only(self.acrostic[n_done])
         end_of_line = self.alphabet.only(self.mark(n_done))
+        rhymed = self.rhymes is not None and n_done % 2 == 1  # a 下句 (line 2, 4 ...)
         if n_chars == self.line:
             return end_of_line
+        if rhymed and n_chars == (self.line or 0) - 1:  # its last character rhymes
+            return self.alphabet.chinese & self.rhyming(first)
         if self.line is None and n_chars >= 2:  # the model chooses where the line ends
-            return self.alphabet.chinese | end_of_line
+            may_end = not rhymed or (last >= 0 and bool(self.rhyming(first)[last]))
+            return self.alphabet.chinese | (end_of_line & may_end)
         return self.alphabet.chinese
+
+    def rhyming(self, first: int | None) -> np.ndarray:  # -> [n_vocab] bool
+        """The tokens a 下句 may end on: of the first 下句's group, or any that has a group
+        when this is the first."""
+        return self.rhymes == first if first is not None else self.rhymes >= 0
 
     def done(self, ids: Sequence[int]) -> bool:
         """Whether a text's ids complete the poem: every acrostic line written."""
         return self.complete(self.position(ids))
 
-    def complete(self, place: tuple[int, int, bool]) -> bool:
+    def complete(self, place: tuple) -> bool:
         """Whether a position is past the poem's last line."""
         return bool(self.acrostic) and place[0] == len(self.acrostic)
 
     def first_break(self, ids: Sequence[int]) -> int | None:
         """The index in ids of the first token the form does not allow after those before it,
         or None when the text keeps the form (what follows a complete poem is not the form's)."""
-        place, begin = (0, 0, False), self.poem(ids)
+        place, begin = (0, 0, False, None, -1), self.poem(ids)
         for i in range(begin, len(ids)):
             if self.complete(place):
                 return None
@@ -176,17 +213,18 @@ class Verse:
 
 
 def verse(encoder, acrostic: str | None = None, line: int | None = None,
-          n_vocab: int | None = None) -> Verse:
-    """The Verse for --acrostic and --line, checked against encoder's vocabulary (n_vocab: the
-    model's, when its wte has more rows than the vocabulary has tokens)."""
-    check_verse(acrostic, line)
+          n_vocab: int | None = None, rhyme: bool = False) -> Verse:
+    """The Verse for --acrostic, --line and --rhyme, checked against encoder's vocabulary
+    (n_vocab: the model's, when its wte has more rows than the vocabulary has tokens)."""
+    check_verse(acrostic, line, rhyme)
     letters = alphabet(encoder, n_vocab or encoder.n_vocab)
     needed = [c for c in (COMMA, PERIOD) if c not in letters.ids]
     if needed or not letters.chinese.any():
         raise PicoGPTError(_(
-            "this vocabulary has no token of its own for {needed}: --acrostic and --line need "
-            "each Chinese character and ，。 as one token, as a character vocabulary or BERT's "
-            "WordPiece (uer's Chinese GPT-2s) has; GPT-2's byte-level BPE cuts them into bytes."
+            "this vocabulary has no token of its own for {needed}: --acrostic, --line and "
+            "--rhyme need each Chinese character and ，。 as one token, as a character vocabulary "
+            "or BERT's WordPiece (uer's Chinese GPT-2s) has; GPT-2's byte-level BPE cuts them "
+            "into bytes."
         ).format(needed=" ".join(needed) or _("Chinese characters")))
     outside = [c for c in dict.fromkeys(acrostic or "")
                if c not in letters.ids or not letters.chinese[letters.ids[c]]]
@@ -195,20 +233,34 @@ def verse(encoder, acrostic: str | None = None, line: int | None = None,
             "--acrostic {acrostic}: the vocabulary has no Chinese character token for {chars}; "
             "choose characters the model knows."
         ).format(acrostic=acrostic, chars=" ".join(outside)))
-    return Verse(letters, acrostic or "", line)
+    table = rhyme_table(encoder, letters.n_vocab) if rhyme else None
+    return Verse(letters, acrostic or "", line, table)
 
 
 def byte_level_refusal() -> PicoGPTError:
-    """What --acrostic and --line say to a model with GPT-2's byte-level vocabulary."""
+    """What --acrostic, --line and --rhyme say to a model with GPT-2's byte-level vocabulary."""
     return PicoGPTError(_(
-        "--acrostic and --line need a vocabulary with one token per Chinese character; "
+        "--acrostic, --line and --rhyme need a vocabulary with one token per Chinese character; "
         "GPT-2's byte-level BPE cuts most into two or three. Run a Chinese model: --hf "
         "uer/gpt2-chinese-poem, or one python -m picogpt.train trained on characters."))
 
 
-def check_verse(acrostic: str | None, line: int | None) -> None:
-    """Raise PicoGPTError if --acrostic or --line is not a form, before the vocabulary is read."""
+def check_verse(acrostic: str | None, line: int | None, rhyme: bool = False) -> None:
+    """Raise PicoGPTError if --acrostic, --line or --rhyme is not a form, before the vocabulary
+    is read."""
     if line is not None:
         whole_number("line", line, 1, hint=_("5 for 五言, 7 for 七言"))
     if acrostic is not None:
         text("acrostic", acrostic, _("give the characters that start the lines, as 春夏秋冬"))
+    if not isinstance(rhyme, bool):
+        raise PicoGPTError(_("rhyme={value!r} is not true or false; --rhyme alone turns the "
+                             "rhyme on.").format(value=rhyme))
+    if rhyme and line == 1 and acrostic:
+        raise PicoGPTError(_("--rhyme with --line 1 and --acrostic: each line's one character "
+                             "is the acrostic's, so none is left to rhyme. Use --line 2 or "
+                             "more."))
+    from .tasks.verse import available  # here, as in rhyme_table
+
+    if rhyme and not available():
+        raise PicoGPTError(_("--rhyme reads each character's rhyme with pypinyin, which is not "
+                             "installed: pip install pypinyin, or drop --rhyme."))

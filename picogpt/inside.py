@@ -249,6 +249,16 @@ def previous_line_job(ids, breaks) -> tuple[np.ndarray, np.ndarray]:
     return one_key_each(len(line), queries, keys)
 
 
+def rhyme_job(ids, ends) -> tuple[np.ndarray, np.ndarray]:
+    """Query i, whose next token is the last character of a 下句 after the first (a 下句 is ended
+    by a token of ends, as 。), looks at the last character of the 下句 before it."""
+    ids = np.asarray(ids)
+    last = np.flatnonzero(np.isin(ids[1:], list(ends)))  # [n_xia] each 下句's last character
+    if len(last) < 2:
+        raise ValueError("a rhyme score needs two 下句 in ids")
+    return one_key_each(len(ids), last[1:] - 1, last[:-1])
+
+
 def one_key_each(n_seq: int, queries: np.ndarray, keys: np.ndarray):
     """The job in which query queries[m] looks at position keys[m] alone."""
     where = np.zeros((n_seq, n_seq), bool)
@@ -266,6 +276,13 @@ def previous_line_score(values: dict[str, np.ndarray], ids, breaks) -> np.ndarra
     """For each query position i at place p of line k >= 1 whose line k - 1 has a place p,
     the weight on that position, averaged over those i: the head that reads the line above."""
     return score(values, previous_line_job(ids, breaks))  # [n_layer, n_head]
+
+
+def rhyme_score(values: dict[str, np.ndarray], ids, ends) -> np.ndarray:
+    """For each query position i whose next token is the last character of a 下句 after the
+    first, the weight on the last character of the 下句 before it (the rhyme it must match),
+    averaged over those i: the head that reads the rhyme."""
+    return score(values, rhyme_job(ids, ends))  # [n_layer, n_head]
 
 
 def repeated_tokens(n: int, seed: int = 0, n_vocab: int = N_VOCAB) -> list[int]:

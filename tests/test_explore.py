@@ -540,6 +540,31 @@ def test_the_server_takes_a_form_with_each_call_and_refuses_one_gpt2_cannot_writ
     assert status == 400 and "GPT-2's byte-level BPE" in value["error"], value
 
 
+def test_the_server_writes_rhyming_xia_ju_and_refuses_a_rhyme_that_is_not_a_switch(tmp_path):
+    """/api/generate with rhyme (the page's path: gate.form, the session's form) writes a poem
+    whose every 下句 ends on the first's rhyme (the test's own 十三辙), for several seeds; a
+    rhyme that is not true or false is refused in one line."""
+    from test_constraints import rhyme_of, xia_ju
+
+    server = ExploreServer(uer_session(tmp_path), 0, "")
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        for seed in range(3):
+            request(server, path="/api/text", body=json.dumps({"prompt": "", "page": "p"}).encode())
+            body = {"n_tokens": 60, "seed": seed, "top_k": 8, "acrostic": "春夏秋冬山水",
+                    "line": 5, "rhyme": True}
+            status, _ = request(server, path="/api/generate", body=json.dumps(body).encode())
+            assert status == 200
+            poem = "".join(server.session.encoder.decode(server.session.ids[1:]).split())
+            rhymes = [rhyme_of(line[-1]) for line in xia_ju(poem)]
+            assert len(rhymes) == 3 and None not in rhymes and len(set(rhymes)) == 1, poem
+        status, value = request(server, body=json.dumps({"line": 5, "rhyme": "yes"}).encode())
+        assert status == 400 and "rhyme='yes' is not true or false" in value["error"], value
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_gpt2s_page_has_no_form_row(served, browser):
     page = open_page(browser, served)
     assert page.locator("#verse").count() == 1 and not page.locator("#verse").is_visible()

@@ -647,6 +647,37 @@ def test_a_poems_form_is_a_mask_the_page_shows_and_generation_keeps(wordpiece_se
 
 
 @pytest.mark.parametrize("wordpiece_served", ["uer"], indirect=True)
+def test_the_rhyme_box_makes_every_xia_ju_rhyme(wordpiece_served, browser):
+    """Ticked, the rhyme box (beside line length and acrostic) masks each 下句's last character:
+    with --line 5 the after bars at the second 下句's last place are of the first 下句's rhyme
+    alone, and generate writes a poem whose 下句 all rhyme (the test's own 十三辙)."""
+    from test_constraints import rhyme_of, xia_ju
+
+    server, _prompt = wordpiece_served
+    encoder = server.session.encoder
+    page = open_page(browser, server.url, ("zh-CN", 390))
+    page.select_option("#line", "5")
+    page.check("#rhyme")
+    page.fill("#prompt", "春眠不觉晓，处处闻啼鸟。夜来风雨声，花落知多")  # 鸟 niǎo: 遥条
+    page.wait_for_function("""() => window.pending === 0 && [...document.querySelectorAll(
+        '#cands .p.after')].some(p => Number(p.textContent) > 0)""")
+    shown = page.evaluate("""() => [...document.querySelectorAll('#cands .p.after')]
+        .filter(p => Number(p.textContent) > 0).map(p => Number(p.dataset.id))""")
+    assert shown and {rhyme_of(encoder.decode([i])) for i in shown} == {rhyme_of("鸟")}, shown
+    page.fill("#prompt", "")
+    wait_strip(page, [encoder.start])
+    page.locator("#acrostic").fill("春夏秋冬")
+    page.fill("#n_generate", "40")
+    page.click("#generate")
+    page.wait_for_function("window.pending === 0 && "
+                           "document.getElementById('prompt').value.length > 0")
+    poem = "".join(page.input_value("#prompt").split())
+    rhymes = [rhyme_of(line[-1]) for line in xia_ju(poem)]
+    assert len(rhymes) == 2 and None not in rhymes and rhymes[0] == rhymes[1], poem
+    assert not status(page) and page.errors == []
+
+
+@pytest.mark.parametrize("wordpiece_served", ["uer"], indirect=True)
 def test_composing_with_an_input_method_sends_nothing_until_the_character(wordpiece_served,
                                                                           browser):
     """Pinyin typed into the acrostic while an input method composes ("chun") is not sent (the

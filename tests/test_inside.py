@@ -16,7 +16,13 @@ from test_model import float64, load, prompt_ids
 from picogpt import generate, gpt2, softmax, trace
 from picogpt.files.load import load_encoder_hparams_and_params, read_encoder
 from picogpt.generate import generate_steps
-from picogpt.inside import last_break_score, logit_lens, previous_line_score, residual_names
+from picogpt.inside import (
+    last_break_score,
+    logit_lens,
+    previous_line_score,
+    residual_names,
+    rhyme_score,
+)
 from picogpt.sampling import Sampling, sample_rngs
 from picogpt.show import shown, visible
 from scripts.fixtures.circuits import induction_circuit
@@ -685,6 +691,33 @@ def test_a_head_that_reads_the_line_above_scores_one():
     values = {"blocks.0.attn.pattern": weights[0]}
     assert previous_line_score(values, ids, (5, 6))[0, 0] == 1.0
     assert last_break_score(values, ids, (5, 6))[0, 0] < 0.5
+
+
+def test_the_rhyme_score_follows_its_definition():
+    """Over verse_heads' ids, in which 6 ends a 下句 (as 。 does): each position whose next
+    token is a 下句's last character, after the first 下句, is a query, and its key is the last
+    character of the 下句 before; the score is the mean weight there, found here by a loop."""
+    ids, values, weights = verse_heads()
+    ids = np.concatenate([ids, [3, 3, 2, 6, 1]])  # a third 下句, and a token after it
+    n = len(ids)
+    scores = np.random.default_rng(1).normal(size=(2, 3, n, n)) + np.triu(np.full((n, n),
+                                                                                  -np.inf), 1)
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    values = {f"blocks.{i}.attn.pattern": weights[i] for i in range(2)}
+    rhymes = [j for j in range(n - 1) if ids[j + 1] == 6]  # each 下句's last character
+    assert rhymes == [6, 13, 19]
+    expected = np.mean([weights[:, :, rhymes[m] - 1, rhymes[m - 1]]
+                        for m in range(1, len(rhymes))], axis=0)
+    np.testing.assert_allclose(rhyme_score(values, ids, (6,)), expected, rtol=1e-12)
+    assert rhyme_score(values, ids, (6,)).shape == (2, 3)
+    exact = np.zeros((1, 1, n, n))  # a head that looks only at the rhyme it must match
+    exact[0, 0, np.arange(n), 0] = 1.0
+    exact[0, 0, 12, 6] = exact[0, 0, 18, 13] = 1.0
+    exact[0, 0, 12, 0] = exact[0, 0, 18, 0] = 0.0
+    assert rhyme_score({"blocks.0.attn.pattern": exact[0]}, ids, (6,))[0, 0] == 1.0
+    with pytest.raises(ValueError, match="two 下句"):
+        rhyme_score(values, ids[:10], (6,))
 def test_random_weights_are_titled_random_whatever_their_folder_is_called(tiny):
     """The loaded model's own word (random=True) on any kind of folder, and a folder named for
     an OpenAI size that holds another shape, are random weights; a trained model stays itself."""

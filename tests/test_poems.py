@@ -189,10 +189,13 @@ def test_a_fortunes_run_ends_with_a_verdict_against_its_goals_and_reference_runs
     mark = "✓" if under >= goals["under_bigram"] else "✗"
     assert (f"{under:.3f} under the bigram (goal ≥ {goals['under_bigram']}) {mark}; the "
             f"reference runs: 0.119 to 0.156.") in done.stderr
-    share = curve["finish"]["line_share"]
+    finish = curve["finish"]
+    share = finish["line_share"]
     mark = "✓" if share >= goals["line_share"] else "✗"
     assert (f"句 that keep the prompt's length: {share:.0%} (goal ≥ 50%) {mark}; the reference "
-            "runs: 88% to 92%.") in done.stderr
+            f"runs: 88% to 92%; the held-out poems {finish['kept']['held_out']:.0%}, another "
+            f"poem's {finish['kept']['shuffled']:.0%}.") in done.stderr
+    assert "Is this loss normal? The nearest row of docs/poems.md is fortunes-zh" in done.stderr
     assert done.stderr.strip().endswith("--top_k 8")
     ran = run_picogpt("", "--model_size", "f", "--models_dir", str(tmp_path), "--n_tokens", "4")
     assert ran.returncode == 0, ran.stderr
@@ -214,3 +217,86 @@ def test_the_poems_tasks_hints_speak_the_locales_language(args, chinese, tmp_pat
                        env={"LANG": "zh_CN.UTF-8", "LANGUAGE": "zh_CN"})
     assert done.returncode == 1 and done.stderr.count("\n") == 1
     assert done.stderr.startswith("picogpt：") and chinese in done.stderr
+
+
+def regulated_poems(n_poems: int, seed: int = 0) -> list[str]:
+    """律诗 of random characters, eight 句 of five, the 下句 ending on characters of one rhyme
+    (言前) and each 上句 on 春 (人辰)."""
+    rng = np.random.default_rng(seed)
+    half = lambda n: "".join(rng.choice(list("甲乙丙丁戊己庚辛"), n))  # noqa: E731
+    return ["\n".join(f"{half(4)}春，{half(4)}{rhyme}。" for rhyme in rng.choice(
+        list("山间天年"), 4)) for _ in range(n_poems)]
+
+
+def test_the_form_shares_read_the_model_the_held_out_poems_and_chance(monkeypatch):
+    """form_shares sets the model's second 联 beside the held-out poems' and a shuffled one's: a
+    model that recites the held-out poem scores as the poems do; one that ends its 联 with the
+    next poem's 下句 as chance does."""
+    texts = regulated_poems(6) + ["甲乙丙丁春，甲乙丙丁秋。\n甲乙丙丁春，甲乙丙丁山。\n"
+                                  "甲乙丙丁春，甲乙丙丁秋。\n甲乙丙丁春，甲乙丙丁秋。"]  # 秋, 山
+    said = [poems.sentences(text) for text in texts]
+    assert all(poems.is_regulated(text) for text in texts) and len(said[0]) == 8
+    recited = {p[0] + p[1]: "\n" + p[2] + p[3] for p in said}
+    monkeypatch.setattr(poems, "continuation", lambda *args: recited[args[3]])
+    shares = poems.form_shares({}, 2, None, said)
+    assert shares["model"] == shares["held_out"]
+    assert shares["held_out"]["rhyme"] == pytest.approx(6 / 7, abs=1e-4)  # 山 after 秋: no
+    assert shares["model"]["judged"] == 7 and shares["poems"] == 7
+    nexts = {p[0] + p[1]: "\n" + p[2] + q[3] for p, q in zip(said, [*said[1:], said[0]])}
+    monkeypatch.setattr(poems, "continuation", lambda *args: nexts[args[3]])
+    assert poems.form_shares({}, 2, None, said)["model"] == poems.form_shares(
+        {}, 2, None, said)["shuffled"]
+
+
+def test_a_chinese_poetry_run_measures_rhyme_tones_and_heads(tmp_path, monkeypatch):
+    """A CI-sized run on chinese-poetry's layout: each measurement scores every head's last
+    break, 句 above and rhyme ([n_layer][n_head], printed as the best of each); the closing
+    measurement holds the rhyme and the 平仄 for the model, the held-out poems and chance, and
+    the verdict judges them against chinese-poetry's goals. Without pypinyin the run says in
+    one line what it skipped."""
+    from picogpt.tasks import verse
+
+    folder = tmp_path / "全唐诗"
+    folder.mkdir()
+    entries = [{"paragraphs": poem.split("\n")} for poem in regulated_poems(300)]
+    (folder / "poet.tang.0.json").write_text(json.dumps(entries, ensure_ascii=False))
+    flags = dict(task="poems", models_dir=str(tmp_path), text=str(folder), n_layer=1,
+                 n_head=2, n_embd=16, n_ctx=32, n_batch=8, steps=4, curve_every=2,
+                 n_held_out=40, traditional=True)
+    result = train(name="cp", **flags)
+    measured = result["curve"]["measured"][-1]
+    for kind in poems.HEADS:
+        assert np.asarray(measured[kind]).shape == (1, 2), kind
+    form = result["finish"]["form"]
+    assert form["poems"] == result["curve"]["regulated_poems"] == 40
+    assert form["held_out"]["rhyme"] == 1.0 and form["shuffled"]["rhyme"] == 1.0
+    lines = poems.summary(result["curve"], result["finish"])
+    assert any(line.startswith("second 下句 that rhyme with the first (十三辙), after the first 联 "
+                               f"of 40 held-out 律诗: {form['model']['rhyme']:.0%} (goal ≥ 50%)")
+               for line in lines), lines
+    assert any("平仄 oppose" in line for line in lines)
+    assert poems.GOALS["chinese-poetry"]["rhyme"] == 0.5
+    monkeypatch.setattr(verse, "available", lambda: False)
+    result = train(name="cp2", **flags)
+    lines = poems.summary(result["curve"], result["finish"])
+    assert [line for line in lines if "pypinyin" in line] == [
+        "rhyme and 平仄 not measured: pypinyin is not installed (pip install pypinyin)."]
+
+
+def test_chinese_poetrys_context_holds_a_whole_qilv_with_its_start_token():
+    poem = "\n".join(["甲乙丙丁戊己庚，甲乙丙丁戊己辛。"] * 4)
+    chars = Chars(count_chars(poem * 2))
+    assert poems.is_regulated(poem)
+    assert len(poems.poem_ids([poem], chars)) <= poems.defaults("chinese-poetry")["n_ctx"]
+    assert poems.defaults("fortunes")["n_ctx"] == 64  # fortunes-zh keeps its own recipe
+
+
+def test_the_closing_line_names_the_row_of_the_nearest_corpus():
+    curve = {"characters": 3_000_000, "best": {"held_out": 5.0, "step": 9},
+             "baselines": {"unigram": 6.4, "bigram": 5.2}}
+    said = poems.normal(curve, {"form": {"model": {"rhyme": 0.25}}})
+    assert said.startswith("Is this loss normal? The nearest row of docs/poems.md is "
+                           "chinese-poetry (") and said.endswith(
+        "This run (3,000,000 characters): 5.000, 0.200 under its bigram, rhyme 25%.")
+    assert "is fortunes-zh (" in poems.normal({**curve, "characters": 150_000},
+                                              {"form": {"skipped": "pypinyin"}})

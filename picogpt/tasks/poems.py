@@ -18,8 +18,9 @@ import numpy as np
 
 from ..chars import Chars, count_chars
 from ..errors import PicoGPTError, _, whole_number
+from ..inside import last_break_score, previous_line_score, rhyme_score, trace
 from ..train import batches, gpt2_step, held_out_loss, init_params
-from . import Plan, Run, Task, continuation
+from . import Plan, Run, Task, continuation, verse
 from .ngram import bigram_loss, unigram_loss
 
 PUNCTUATION = "，。？！；："  # what ends a 句 in classical verse
@@ -27,7 +28,18 @@ PUNCTUATION = "，。？！；："  # what ends a 句 in classical verse
 # held-out loss must be (nats per character) and the share of 句 that must keep the prompt's
 # length; and the range docs/poems.md reports for the default recipe (seeds 0, 1, 2)
 GOALS = {"fortunes": {"under_bigram": 0.1, "line_share": 0.5,
-                      "reference": {"under_bigram": (0.119, 0.156), "line_share": (0.88, 0.92)}}}
+                      "reference": {"under_bigram": (0.119, 0.156), "line_share": (0.88, 0.92)}},
+         "chinese-poetry": {"under_bigram": 0.3, "line_share": 0.9, "rhyme": 0.5,
+                            "reference": {"under_bigram": (0.0, 0.0), "line_share": (0.0, 0.0),
+                                          "rhyme": (0.0, 0.0)}}}
+# "Is my loss normal?": docs/poems.md's table, a row a corpus, with its default recipe's run
+# (seed 0): the corpus's characters and distinct ones, the baselines and the model's held-out
+# loss (nats per character), the minutes it took, and the shares of its closing measurement
+ROWS = {"fortunes-zh": {"characters": 205008, "distinct": 5653, "unigram": 6.495,
+                        "bigram": 5.760, "held_out": 5.634, "minutes": 2, "rhyme": 0.0,
+                        "line_share": 0.89},
+        "chinese-poetry": {"characters": 3840000, "distinct": 7000, "unigram": 0.0, "bigram": 0.0,
+                           "held_out": 0.0, "minutes": 10, "rhyme": 0.0, "line_share": 0.0}}
 
 
 @dataclass(frozen=True)
@@ -108,9 +120,53 @@ def kept_length(prompt: str, continuation: str) -> tuple[int, int]:
     return sum(n == wanted for n in lengths), len(lengths)
 
 
+def is_regulated(poem: str) -> bool:
+    """Whether a poem is regulated verse (律诗): eight 句 of one length, five or seven."""
+    return len(half_lines(poem)) == 8 and is_verse(poem)
+
+
+def sentences(poem: str) -> list[str]:
+    """The 句 of a poem, each with the mark that ends it."""
+    return re.findall(f"[^{PUNCTUATION}\n]+[{PUNCTUATION}]", poem)
+
+
+def form_shares(params: dict, n_head: int, encoder, poems: list[list[str]], top_k: int = 8,
+                seed: int = 0) -> dict:  # poems: each regulated poem's sentences
+    """How the model writes a regulated poem's second 联 after its first (top-k sampling, no
+    constraint), beside the held-out poems' own second 联 and a shuffled one (the next poem's of
+    the same length: chance): the share of second 下句 that rhyme with the first (tasks/verse.py's
+    十三辙), and of even places whose 平仄 oppose in the second 联; with the model's 联."""
+    lengths = [len(said[0]) - 1 for said in poems]
+    written = [half_lines(continuation(params, n_head, encoder, said[0] + said[1], 2 * n + 3,
+                                       top_k, seed + i))[:2]
+               for i, (said, n) in enumerate(zip(poems, lengths))]
+    firsts = [said[1][-2] for said in poems]  # each first 下句's last character
+    real = [(said[2][:-1], said[3][:-1]) for said in poems]  # the second 联
+    model = [(first, *pair) for first, pair in zip(firsts, written) if len(pair) == 2]
+    chance = [(first, up, down) for first, (up, _d), (_u, down)
+              in zip(firsts, real, verse.shuffled(real, lengths))]
+    shares = {}
+    for name, rows in (("model", model), ("held_out", [(f, *pair) for f, pair in
+                                                       zip(firsts, real)]),
+                       ("shuffled", chance)):
+        rhyme, judged = verse.rhyme_share([(first, down[-1]) for first, _up, down in rows])
+        tones = verse.tone_shares([(up, down) for _first, up, down in rows])
+        shares[name] = {"rhyme": rhyme, "judged": judged, "opposition": tones["opposition"]}
+    return {**shares, "poems": len(poems),
+            "written": ["".join(said[:2]) + "／" + "，".join(pair) for said, pair in
+                        zip(poems[:8], written)]}
+
+
 def first_halves(verses: list[str]) -> list[str]:
     """Each verse's first 句 with its punctuation mark: the prompts of line_share."""
     return [re.match(f"[^{PUNCTUATION}]*[{PUNCTUATION}]?", verse)[0] for verse in verses]
+
+
+def kept_share(prompts: list[str], texts: list[str]) -> float:
+    """The share of whole 句, over the texts that follow the prompts, that keep the length of
+    their prompt's last 句."""
+    counts = np.array([kept_length(prompt, text) for prompt, text in zip(prompts, texts)])
+    return float(counts[:, 0].sum() / max(1, counts[:, 1].sum()))
 
 
 def line_share(params: dict, n_head: int, encoder, prompts: list[str], n_tokens: int = 24,
@@ -119,8 +175,7 @@ def line_share(params: dict, n_head: int, encoder, prompts: list[str], n_tokens:
     constraint), that keep the prompt's 句 length; and the continuations."""
     texts = [continuation(params, n_head, encoder, prompt, n_tokens, top_k, seed + i)
              for i, prompt in enumerate(prompts)]
-    counts = np.array([kept_length(prompt, text) for prompt, text in zip(prompts, texts)])
-    return float(counts[:, 0].sum() / max(1, counts[:, 1].sum())), texts
+    return kept_share(prompts, texts), texts
 
 
 @dataclass(frozen=True)
@@ -150,28 +205,80 @@ def plan(run: Run, data: Poems) -> Plan:
     rng = np.random.default_rng(run.seed)
     params = init_params(hparams, rng)
     n_verse = round(n_batch * run.options.verse_share) if len(verse_ids) > n_ctx + 1 else 0
-    verse = verse_ids if n_verse else all_ids  # its windows begin where a line begins
-    windows = mixed(batches(verse, max(1, n_verse), n_ctx, rng,
-                            starts=line_starts(verse, encoder)),
+    aligned = verse_ids if n_verse else all_ids  # its windows begin where a line begins
+    windows = mixed(batches(aligned, max(1, n_verse), n_ctx, rng,
+                            starts=line_starts(aligned, encoder)),
                     batches(all_ids, n_batch - n_verse, n_ctx, rng), n_verse, n_batch)
     baselines = {"unigram": round(unigram_loss(all_ids, held_ids, encoder.n_vocab), 4),
                  "bigram": round(bigram_loss(all_ids, held_ids, encoder.n_vocab), 4)}
-    prompts = [prompt[-(n_ctx // 2) :] for prompt in first_halves(held[:48])]  # they fit
+    firsts = first_halves(held[:48])
+    prompts = [prompt[-(n_ctx // 2) :] for prompt in firsts]  # they fit
+    rests = [poem[len(first) :] for poem, first in zip(held, firsts)]  # what followed them
+    kept = {"held_out": round(kept_share(firsts, rests), 4),
+            "shuffled": round(kept_share(firsts, verse.shuffled(rests, [0] * len(rests))), 4)}
+    rhymed = [sentences(poem) for poem in held if is_regulated(poem)]  # the held-out 律诗
+    fits = [said for said in rhymed if 4 * len(said[0]) + 2 <= n_ctx]  # with the second 联
+    probes, figures = heads(rhymed, encoder, hparams, baselines)
 
     def finish(params: dict) -> dict:
         share, texts = line_share(params, n_head, encoder, prompts,
                                   min(24, n_ctx - n_ctx // 2 - 1), seed=run.seed)
-        return {"line_share": round(share, 4), "source": data.source,
-                "samples": [p + t for p, t in zip(prompts[:8], texts)]}
+        form = {"skipped": "pypinyin"} if not verse.available() else \
+            form_shares(params, n_head, encoder, fits, seed=run.seed) if fits else \
+            {"skipped": "n_ctx"}
+        return {"line_share": round(share, 4), "kept": kept, "form": form,
+                "source": data.source, "samples": [p + t for p, t in zip(prompts[:8], texts)]}
 
     return Plan(
         hparams=hparams, params=params, batches=windows, loss_and_grads=gpt2_step(n_head),
         held_out=lambda params: {"held_out": round(held_out_loss(params, held_ids, n_head), 4)},
-        files={"chars.json": encoder.tokens}, baselines=baselines,
+        files={"chars.json": encoder.tokens}, baselines=baselines, probes=probes,
+        figures=figures,
         sample=lambda params, step: continuation(params, n_head, encoder, "",
                                                  min(32, n_ctx - 1), 8, run.seed + step),
-        curve={"held_out_tokens": len(held_ids) - 1, "held_out_poems": len(held)},
+        curve={"held_out_tokens": len(held_ids) - 1, "held_out_poems": len(held),
+               "regulated_poems": len(rhymed), "characters": sum(map(len, data.poems)),
+               "distinct": len(set("".join(data.poems)) - {"\n"})},
         finish=finish, prompt=prompts[0], sampler={"top_k": 8})
+
+
+HEADS = ("last_break", "previous_line", "rhyme_head")  # the probes' keys in the curve
+
+
+def heads(rhymed: list[list[str]], encoder, hparams: dict, baselines: dict):
+    """The probes of a poems run (each head's last-break, previous-line and rhyme score,
+    [n_layer][n_head], inside.py's, averaged over up to 32 held-out 律诗 as far as n_ctx holds
+    them) and the figures a measurement prints with them; (None, None) when no 律诗 has two
+    下句 within n_ctx."""
+    breaks = [i for i in encoder.encode(PUNCTUATION + "\n") if i != encoder.unknown]
+    ends = [i for i in encoder.encode("。？！") if i != encoder.unknown]
+    n_ctx, n_head = hparams["n_ctx"], hparams["n_head"]
+    texts = [encoder.prompt_ids("".join(said))[:n_ctx] for said in rhymed[:32]]
+    texts = [ids for ids in texts if np.isin(ids[1:], ends).sum() >= 2]
+    if not texts:
+        return None, None
+    names = {f"blocks.{i}.attn.pattern" for i in range(hparams["n_layer"])}
+
+    def probes(params: dict) -> dict:
+        scores = {kind: [] for kind in HEADS}
+        for ids in texts:
+            _logits, values = trace(ids, params, n_head, names)
+            scores["last_break"].append(last_break_score(values, ids, breaks))
+            scores["previous_line"].append(previous_line_score(values, ids, breaks))
+            scores["rhyme_head"].append(rhyme_score(values, ids, ends))
+        return {kind: np.mean(s, axis=0).round(4).tolist() for kind, s in scores.items()}
+
+    def figures(measured: dict) -> str:
+        best, said = [], (_("last break"), _("句 above"), _("rhyme"))
+        for kind, name in zip(HEADS, said):
+            scores = np.asarray(measured[kind])
+            layer, head = np.unravel_index(np.argmax(scores), scores.shape)
+            best.append(_("{kind} {score:.2f} (layer {layer} head {head})").format(
+                kind=name, score=scores[layer, head], layer=layer, head=head))
+        return _("unigram {unigram:.3f}, bigram {bigram:.3f}").format(**baselines) + _(
+            "; ") + _("best heads: {heads}").format(heads=_(", ").join(best))
+
+    return probes, figures
 
 
 def check(run: Run) -> None:
@@ -185,34 +292,86 @@ def check(run: Run) -> None:
 
 
 def summary(curve: dict, finish: dict) -> list[str]:
-    """The end of a poems run: the held-out loss beside the baselines and the kept length, each
-    against the goals and the reference runs of the corpus it read."""
+    """The end of a poems run: the held-out loss beside the baselines, then the kept length,
+    the rhyme and the 平仄 (the model's, the held-out poems' and chance's), each against the
+    goals and the reference runs of the corpus it read, and the docs' row it is near."""
     best, base = curve["best"], curve["baselines"]
     lines = [_("held-out verses: {held:.3f} nats per character (the model of step {step}); "
                "unigram {unigram:.3f}, bigram {bigram:.3f}.").format(
         held=best["held_out"], step=best["step"], **base)]
-    goals = GOALS.get(finish["source"])
-    share = finish["line_share"]
-    if goals is None:  # a text of one's own: no goals to judge it by
-        lines.append(_("句 that keep the prompt's length: {share:.0%}.").format(share=share))
-        return lines
-    under = base["bigram"] - best["held_out"]
-    ref = goals["reference"]
-    lines.append(_("{under:.3f} under the bigram (goal {goal}) {mark}; the reference runs: "
-                   "{low:.3f} to {high:.3f}.").format(
-        under=under, goal=f"≥ {goals['under_bigram']}",
-        mark="✓" if under >= goals["under_bigram"] else "✗", low=ref["under_bigram"][0],
-        high=ref["under_bigram"][1]))
-    lines.append(_("句 that keep the prompt's length: {share:.0%} (goal {goal}) {mark}; the "
-                   "reference runs: {low:.0%} to {high:.0%}.").format(
-        share=share, goal=f"≥ {goals['line_share']:.0%}",
-        mark="✓" if share >= goals["line_share"] else "✗", low=ref["line_share"][0],
-        high=ref["line_share"][1]))
-    return lines
+    goals = GOALS.get(finish["source"], {})
+    under, share, form = base["bigram"] - best["held_out"], finish["line_share"], finish["form"]
+    if "under_bigram" in goals:
+        low, high = goals["reference"]["under_bigram"]
+        said = _("{under:.3f} under the bigram (goal {goal}) {mark}; the reference runs: "
+                 "{low:.3f} to {high:.3f}.") if low != high else _(
+            "{under:.3f} under the bigram (goal {goal}) {mark}; the reference run: {low:.3f}.")
+        lines.append(said.format(under=under, goal=f"≥ {goals['under_bigram']}",
+                                 mark=mark(under, goals, "under_bigram"), low=low, high=high))
+    lines.append(_("句 that keep the prompt's length: {share:.0%}{goal}; the held-out poems "
+                   "{real:.0%}, another poem's {chance:.0%}.").format(
+        share=share, goal=goal_text(share, goals, "line_share"), real=finish["kept"]["held_out"],
+        chance=finish["kept"]["shuffled"]))
+    if form.get("skipped") == "pypinyin":
+        lines.append(_("rhyme and 平仄 not measured: pypinyin is not installed (pip install "
+                       "pypinyin)."))
+    elif form.get("skipped"):
+        lines.append(_("rhyme and 平仄 not measured: no held-out 律诗 fits n_ctx with its "
+                       "second 联."))
+    else:
+        lines.append(_("second 下句 that rhyme with the first (十三辙), after the first 联 of "
+                       "{n} held-out 律诗: {share:.0%}{goal}; the held-out poems {real:.0%}, "
+                       "another poem's {chance:.0%}.").format(
+            n=form["poems"], share=form["model"]["rhyme"],
+            goal=goal_text(form["model"]["rhyme"], goals, "rhyme"),
+            real=form["held_out"]["rhyme"], chance=form["shuffled"]["rhyme"]))
+        lines.append(_("even places whose 平仄 oppose in the second 联: {share:.0%}; the held-out "
+                       "poems {real:.0%}, another poem's 下句 {chance:.0%}.").format(
+            share=form["model"]["opposition"], real=form["held_out"]["opposition"],
+            chance=form["shuffled"]["opposition"]))
+    return lines + [normal(curve, finish)]
+
+
+def mark(value: float, goals: dict, key: str) -> str:
+    """✓ when value meets the goal of key, ✗ when not."""
+    return "✓" if value >= goals[key] else "✗"
+
+
+def goal_text(share: float, goals: dict, key: str) -> str:
+    """" (goal ≥ 50%) ✓; the reference runs: 88% to 92%" (or the one reference run's figure),
+    or "" when the corpus has no such goal."""
+    if key not in goals:
+        return ""
+    low, high = goals["reference"][key]
+    said = _("(goal {goal}) {mark}; the reference runs: {low:.0%} to {high:.0%}") if low != high \
+        else _("(goal {goal}) {mark}; the reference run: {low:.0%}")
+    return " " + said.format(goal=f"≥ {goals[key]:.0%}", mark=mark(share, goals, key), low=low,
+                             high=high)
+
+
+def normal(curve: dict, finish: dict) -> str:
+    """Is my loss normal? The line that names the row of docs/poems.md's table nearest the
+    run's corpus in size, and sets the run's figures beside that row's."""
+    name = min(ROWS, key=lambda row: abs(np.log(curve["characters"] / ROWS[row]["characters"])))
+    row, base = ROWS[name], curve["baselines"]
+    held = curve["best"]["held_out"]
+    rhyme = (finish["form"].get("model") or {}).get("rhyme")
+    return _("Is this loss normal? The nearest row of docs/poems.md is {name} ({chars:,} "
+             "characters, {minutes} min): held-out {row_held:.3f}, {row_under:.3f} under its "
+             "bigram, rhyme {row_rhyme:.0%}. This run ({n:,} characters): {held:.3f}, {under:.3f} "
+             "under its bigram, rhyme {rhyme}.").format(
+        name=name, chars=row["characters"], minutes=row["minutes"], row_held=row["held_out"],
+        row_under=row["bigram"] - row["held_out"], row_rhyme=row["rhyme"],
+        n=curve["characters"], held=held, under=base["bigram"] - held,
+        rhyme="-" if rhyme is None else f"{rhyme:.0%}")
 
 
 def defaults(source: str | None) -> dict:
-    """The shared settings' defaults: the recipe docs/poems.md measured on fortunes-zh."""
+    """The shared settings' defaults: the recipes docs/poems.md measured, on chinese-poetry's
+    Tang shi for a chinese-poetry folder, on fortunes-zh otherwise."""
+    if source == "chinese-poetry":  # n_ctx 72: a 七律 with its start token and line breaks
+        return {"n_layer": 4, "n_head": 4, "n_embd": 128, "n_ctx": 72, "n_batch": 16,
+                "steps": 3000, "lr": 3e-3, "warmup": None, "seed": 0, "curve_every": 500}
     return {"n_layer": 4, "n_head": 4, "n_embd": 128, "n_ctx": 64, "n_batch": 16,
             "steps": 1200, "lr": 3e-3, "warmup": None, "seed": 0, "curve_every": 300}
 

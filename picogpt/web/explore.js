@@ -65,7 +65,8 @@ async function changedElsewhere() {  // show the session's text as it is now, an
 function settings() {
   const k = Number($("top_k").value), p = Number($("top_p").value), sample = sampling();
   const form = MODEL && MODEL.form ? {line: $("line").value ? Number($("line").value) : null,
-                                      acrostic: $("acrostic").value.trim() || null} : {};
+                                      acrostic: $("acrostic").value.trim() || null,
+                                      rhyme: $("rhyme").checked} : {};
   return {temperature: Number($("temperature").value), top_k: sample && k > 0 ? k : null,
           top_p: sample ? p : null, repetition_penalty: Number($("penalty").value), ...form};
 }
@@ -82,7 +83,7 @@ function showKnobs() {
 }
 function enable() {  // during a generation nothing may change the text or its settings
   for (const id of ["generate", "back", "greedy", "penalty", "n_generate", "mode-sample",
-                    "mode-greedy", "line", "acrostic"]) $(id).disabled = generating;
+                    "mode-greedy", "line", "acrostic", "rhyme"]) $(id).disabled = generating;
   for (const id of ["temperature", "top_k", "top_p", "seed", "draw"]) {
     $(id).disabled = generating || !sampling();
   }
@@ -242,7 +243,7 @@ async function knobMoved(event) {
   showState(await api("next", settings()));
 }
 for (const id of ["temperature", "top_k", "top_p", "penalty", "mode-sample", "mode-greedy",
-                  "line", "acrostic"]) {
+                  "line", "acrostic", "rhyme"]) {
   $(id).addEventListener("input", knobMoved);
 }
 $("acrostic").addEventListener("compositionend", knobMoved);

@@ -4,7 +4,7 @@ refusal in the page's language.
 It holds the checks server.py runs on a request before any computation: `allowed` (Host, Origin,
 and the secret, compared as bytes, so whatever text a request carries is refused, never raised
 on), `settings` (the sampler, checked with the command line's own checks), `form` (a poem's form,
-as --acrostic and --line),
+as --acrostic, --line and --rhyme),
 `body` (one JSON object of a known, capped length, however deep or broken its bytes), `prompt`
 (a text of whole characters, capped before it is tokenized: BPE's time grows with the square of
 a word's length); `language` (the page's, from Accept-Language, which server.py speaks while it
@@ -119,13 +119,14 @@ def settings(body: dict, n_vocab: int) -> Sampling:
 
 
 def form(body: dict, session) -> Verse | None:
-    """The poem's form a request asks for ("acrostic", "line"), checked as --acrostic and
-    --line are, against the session's vocabulary; None when it asks for none."""
+    """The poem's form a request asks for ("acrostic", "line", "rhyme"), checked as
+    --acrostic, --line and --rhyme are, against the session's vocabulary; None when it asks for
+    none."""
     acrostic = body.get("acrostic")
     if isinstance(acrostic, str) and re.search("[\ud800-\udfff]", acrostic):
         raise PicoGPTError(_("the acrostic is not text: it holds half of a UTF-16 pair. Send "
                              "the characters as typed"))
-    return session.form(acrostic, body.get("line"))
+    return session.form(acrostic, body.get("line"), body.get("rhyme", False))
 
 
 def language(accept: str | None) -> str:

@@ -87,12 +87,13 @@ class Session:
                 "text": text, "pending": pending.hex(" "), "stray": stray.hex(" "),
                 "n_tokens": len(self.ids), "n_ctx": self.n_ctx}
 
-    def form(self, acrostic: str | None, line: int | None) -> Verse | None:
+    def form(self, acrostic: str | None, line: int | None,
+             rhyme: bool = False) -> Verse | None:
         """The poem's form a request asks for (constraints.verse on this vocabulary), or None
         when it asks for none. At most a line per two positions, lines at most the context."""
-        if acrostic in (None, "") and line is None:
+        if acrostic in (None, "") and line is None and rhyme is False:
             return None
-        check_verse(None if acrostic == "" else acrostic, line)
+        check_verse(None if acrostic == "" else acrostic, line, rhyme)
         if line is not None:
             whole_number("line", line, 1, self.n_ctx, hint=_("5 for 五言, 7 for 七言"))
         if acrostic and len(acrostic) > self.n_ctx // 2:
@@ -108,7 +109,7 @@ class Session:
             raise PicoGPTError(_("the acrostic {acrostic}: the vocabulary has no Chinese "
                                  "character token for {chars}; choose characters the model "
                                  "knows.").format(acrostic=acrostic, chars=" ".join(outside)))
-        return verse(self.encoder, acrostic or None, line, self.n_vocab)
+        return verse(self.encoder, acrostic or None, line, self.n_vocab, rhyme)
 
     @cached_property
     def takes_form(self) -> bool:

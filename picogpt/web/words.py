@@ -26,11 +26,14 @@ def page_words() -> dict[str, str]:
         "line": _("line length"),
         "line_any": _("any length"),
         "acrostic": _("acrostic"),
+        "rhyme": _("rhyme"),
         "n_verse": _("A poem's form, as a mask on the logits: every token that would break it "
                      "gets -inf before the sampler's filters, so its after bar is empty. The "
                      "whole text is the poem so far. Line length: each line that many Chinese "
                      "characters, then ， and 。 alternately. Acrostic: line i starts with its "
-                     "i-th character (藏头诗). Once the poem is complete, the mask lifts."),
+                     "i-th character (藏头诗). Rhyme: each line that ends in 。 ends on a "
+                     "character that rhymes with the first such line's last (十三辙). Once the "
+                     "poem is complete, the mask lifts."),
         "greedy": _("take the greedy token"),
         "draw": _("draw with seed"),
         "back": _("back one step"),
