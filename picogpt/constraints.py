@@ -172,7 +172,8 @@ class Verse:
         if rhymed and n_chars == (self.line or 0) - 1:  # its last character rhymes
             return self.alphabet.chinese & self.rhyming(first)
         if self.line is None and n_chars >= 2:  # the model chooses where the line ends
-            may_end = not rhymed or (last >= 0 and bool(self.rhyming(first)[last]))
+            # last is the rhyme group of the character before (-1: it has none)
+            may_end = not rhymed or (last >= 0 and first in (None, last))
             return self.alphabet.chinese | (end_of_line & may_end)
         return self.alphabet.chinese
 

@@ -301,7 +301,7 @@ def test_the_command_line_and_the_page_give_the_same_mask_counting_the_whole_tex
         np.testing.assert_array_equal(session.allowed(form)[None], seen[step], err_msg=step)
     assert form.alphabet.chinese[np.flatnonzero(seen[0][0])].all()  # the second line's first
     assert chars.decode(made[5:7]) == "。\n"
-    assert form.position(chars.prompt_ids("春夏\n")) == (0, 0, False)  # a title is not counted
+    assert form.position(chars.prompt_ids("春夏\n"))[:3] == (0, 0, False)  # a title is not counted
     with pytest.raises(PicoGPTError, match="the prompt does not keep the form: its token 6"):
         generate(chars.prompt_ids("床前明月光疑，"), params, 2, 8, constraint=form, encoder=chars)
 
