@@ -29,7 +29,7 @@ from ..transformer import decode, encode, init_params, logits
 from ..transformer_backward import loss_and_grads
 from . import Plan, Run, Task, verse
 from .ngram import aligned_loss, unigram_probs
-from .poems import PUNCTUATION
+from .poems import PUNCTUATION, Corpus
 
 NO_PAD = -1  # every batch holds pairs of one length: no id is padding
 # held-out 联 answered at the end, whose tones are judged, and as many 颔联/颈联 (~6 s of pypinyin)
@@ -40,19 +40,13 @@ COUPLET = re.compile(f"([^{PUNCTUATION}\n]+)，([^{PUNCTUATION}\n]+)[。？！�
 
 
 @dataclass(frozen=True)
-class Options:
-    """The couplet task's own settings."""
+class Options(Corpus):
+    """The couplet task's own settings, after the corpus's."""
 
     n_held_out: int = field(default=1000, metadata={"help": (
         "poems set aside whole, never trained on; their pairs measure the loss.")})
     n_dec_layer: int | None = field(default=None, metadata={"help": (
         "decoder blocks (by default as many as --n_layer, the encoder's).")})
-    collection: str | None = field(default=None, metadata={"help": (
-        "which of chinese-poetry's collections --text's folder is read for: tangshi (the "
-        "default), songshi ... (their Chinese names too).")})
-    traditional: bool = field(default=False, metadata={"help": (
-        "keep chinese-poetry's traditional characters (by default OpenCC makes them "
-        "simplified, as learners type them).")})
 
 
 def pairs(poem: str) -> list[tuple[str, str, int]]:
