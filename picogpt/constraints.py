@@ -5,7 +5,7 @@ tokens of a vocabulary are one Chinese character, and which are ，。 and a lin
 per vocabulary from its own decode) and `Verse`, the form of a poem: lines of a fixed length
 (`--line 5` is 五言, `--line 7` is 七言), an acrostic (藏头诗, `--acrostic 春夏秋冬`) and a rhyme
 (`--rhyme`: each 下句 ends on a character of the first 下句's rhyme group, with `rhymes`, the
-table of each token's group, read once per vocabulary by tasks/verse.py's judge, 十三辙).
+table of each token's group, read once per vocabulary by verse.py's judge, 十三辙).
 
 A constraint is any object with `allowed(ids)`, the [n_vocab] bool mask of the tokens that may
 follow the ids generated so far, and `done(ids)`, whether the form is complete. generate.py
@@ -81,12 +81,12 @@ def alphabet(encoder, n_vocab: int) -> Alphabet:
 
 @lru_cache(maxsize=4)
 def rhyme_table(encoder, n_vocab: int) -> np.ndarray:  # -> [n_vocab] int
-    """Each token's rhyme group (its index in tasks/verse.py's GROUPS), for the tokens that
+    """Each token's rhyme group (its index in verse.py's GROUPS), for the tokens that
     write one Chinese character pypinyin reads; -1 for every other token. Read once per
     vocabulary, as alphabet is."""
     # imported here, not at the top: importing tasks/ runs its __init__, which imports generate,
     # which imports this module
-    from .tasks.verse import GROUPS, rhyme
+    from .verse import GROUPS, rhyme
 
     letters, groups = alphabet(encoder, n_vocab), list(GROUPS)
     table = np.full(n_vocab, -1)
@@ -260,7 +260,7 @@ def check_verse(acrostic: str | None, line: int | None, rhyme: bool = False) -> 
         raise PicoGPTError(_("--rhyme with --line 1 and --acrostic: each line's one character "
                              "is the acrostic's, so none is left to rhyme. Use --line 2 or "
                              "more."))
-    from .tasks.verse import available  # here, as in rhyme_table
+    from .verse import available  # here, as in rhyme_table
 
     if rhyme and not available():
         raise PicoGPTError(_("--rhyme reads each character's rhyme with pypinyin, which is not "

@@ -396,7 +396,7 @@ def test_every_xia_ju_rhymes_with_the_first_on_random_weights(vocabulary, line):
 
 
 def test_the_rhyme_is_refused_where_it_cannot_be_kept(monkeypatch):
-    from picogpt.tasks import verse as judge
+    from picogpt import verse as judge
 
     with pytest.raises(PicoGPTError, match="rhyme='yes' is not true or false"):
         verse(characters(), rhyme="yes")

@@ -184,7 +184,7 @@ def test_answer_is_a_function_a_learner_imports_and_its_example_runs():
 
 
 def mandarin_tone(char: str) -> str | None:
-    """平 or 仄 by pypinyin's tone number, written here apart from tasks/verse.py."""
+    """平 or 仄 by pypinyin's tone number, written here apart from picogpt/verse.py."""
     from pypinyin import Style, lazy_pinyin
 
     number = lazy_pinyin(char, style=Style.TONE3, neutral_tone_with_five=True)[0][-1:]

@@ -254,7 +254,7 @@ def test_a_chinese_poetry_run_measures_rhyme_tones_and_heads(tmp_path, monkeypat
     measurement holds the rhyme and the 平仄 for the model, the held-out poems and chance, and
     the verdict judges them against chinese-poetry's goals. Without pypinyin the run says in
     one line what it skipped."""
-    from picogpt.tasks import verse
+    from picogpt import verse
 
     folder = tmp_path / "全唐诗"
     folder.mkdir()

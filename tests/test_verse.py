@@ -1,9 +1,9 @@
-"""The judges of tasks/verse.py (rhyme by 十三辙, tones by 平仄) on characters whose readings are
+"""The judges of picogpt/verse.py (rhyme by 十三辙, tones by 平仄) on characters whose readings are
 written here by hand, and the shares the poems task measures with them."""
 
 import pytest
 
-from picogpt.tasks import verse
+from picogpt import verse
 
 
 @pytest.mark.parametrize("rhyming, other", [

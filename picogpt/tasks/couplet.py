@@ -21,13 +21,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import verse
 from ..chars import Chars, count_chars
 from ..errors import PicoGPTError, _, whole_number
 from ..sampling import Sampling, most_likely, sample_rngs
 from ..score import Scores
 from ..transformer import decode, encode, init_params, logits
 from ..transformer_backward import loss_and_grads
-from . import Plan, Run, Task, verse
+from . import Plan, Run, Task
 from .ngram import aligned_loss, unigram_probs
 from .poems import PUNCTUATION, Corpus
 

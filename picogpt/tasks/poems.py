@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import verse
 from ..chars import Chars, count_chars
 from ..errors import PicoGPTError, _, whole_number
 from ..inside import last_break_score, previous_line_score, rhyme_score, trace
 from ..train import batches, gpt2_step, held_out_loss, init_params
-from . import Plan, Run, Task, continuation, verse
+from . import Plan, Run, Task, continuation
 from .ngram import bigram_loss, unigram_loss
 
 PUNCTUATION = "，。？！；："  # what ends a 句 in classical verse
@@ -141,7 +142,7 @@ def form_shares(params: dict, n_head: int, encoder, poems: list[list[str]], top_
                 seed: int = 0) -> dict:  # poems: each regulated poem's sentences
     """How the model writes a regulated poem's second 联 after its first (top-k sampling, no
     constraint), beside the held-out poems' own second 联 and a shuffled one (the next poem's of
-    the same length: chance): the share of second 下句 that rhyme with the first (tasks/verse.py's
+    the same length: chance): the share of second 下句 that rhyme with the first (verse.py's
     十三辙), and of even places whose 平仄 oppose in the second 联; with the model's 联."""
     lengths = [len(said[0]) - 1 for said in poems]
     written = [half_lines(continuation(params, n_head, encoder, said[0] + said[1], 2 * n + 3,

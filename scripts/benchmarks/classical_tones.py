@@ -1,4 +1,4 @@
-"""The Mandarin tone judge (tasks/verse.py) against chinese-poetry's own classical tones.
+"""The Mandarin tone judge (picogpt/verse.py) against chinese-poetry's own classical tones.
 
 chinese-poetry's strains/ files give each Tang poem's tones mark by mark: 平 (level), 仄
 (oblique), ○ where a character may be either, at the places of the poem's characters (matched by
