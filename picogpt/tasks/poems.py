@@ -328,9 +328,10 @@ def summary(curve: dict, finish: dict) -> list[str]:
                        "second 联."))
     else:
         lines.append(_("second 下句 that rhyme with the first (十三辙), after the first 联 of "
-                       "{n} held-out 律诗: {share:.0%}{goal}; the held-out poems {real:.0%}, "
-                       "another poem's {chance:.0%}.").format(
-            n=form["poems"], share=form["model"]["rhyme"],
+                       "{n} held-out 律诗 ({judged} of the continuations wrote a whole second 联): "
+                       "{share:.0%}{goal}; the held-out poems {real:.0%}, another poem's "
+                       "{chance:.0%}.").format(
+            n=form["poems"], judged=form["model"]["judged"], share=form["model"]["rhyme"],
             goal=goal_text(form["model"]["rhyme"], goals, "rhyme"),
             real=form["held_out"]["rhyme"], chance=form["shuffled"]["rhyme"]))
         lines.append(_("even places whose 平仄 oppose in the second 联: {share:.0%}; the held-out "
