@@ -658,9 +658,11 @@ def test_the_rhyme_box_makes_every_xia_ju_rhyme(wordpiece_served, browser):
     page = open_page(browser, server.url, ("zh-CN", 390))
     page.select_option("#line", "5")
     page.check("#rhyme")
-    page.fill("#prompt", "春眠不觉晓，处处闻啼鸟。夜来风雨声，花落知多")  # 鸟 niǎo: 遥条
+    text = "春眠不觉晓，处处闻啼鸟。夜来风雨声，花落知多"  # 鸟 niǎo: 遥条
+    page.fill("#prompt", text)
+    wait_strip(page, [encoder.start, *encoder.encode(text)])  # the bars are this text's, not
     page.wait_for_function("""() => window.pending === 0 && [...document.querySelectorAll(
-        '#cands .p.after')].some(p => Number(p.textContent) > 0)""")
+        '#cands .p.after')].some(p => Number(p.textContent) > 0)""")  # the empty box's
     shown = page.evaluate("""() => [...document.querySelectorAll('#cands .p.after')]
         .filter(p => Number(p.textContent) > 0).map(p => Number(p.dataset.id))""")
     assert shown and {rhyme_of(encoder.decode([i])) for i in shown} == {rhyme_of("鸟")}, shown

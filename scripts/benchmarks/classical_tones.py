@@ -24,8 +24,9 @@ import json
 from collections import Counter
 from pathlib import Path
 
+from picogpt import verse
 from picogpt.files.chinese_poetry import find_collection, poem_text, read_entries, simplifier
-from picogpt.tasks import couplet, verse
+from picogpt.tasks import couplet
 
 LEVEL, OBLIQUE = verse.LEVEL, verse.OBLIQUE
 
