@@ -1,6 +1,7 @@
 """Eight samples (and one) decoded together: picogpt against transformers, the steps alone.
 
     python -m scripts.benchmarks.samples --work /tmp/bench    # speed.py's checkpoints
+    python -m scripts.benchmarks.samples --work /tmp/bench --before /tmp/old   # and another
 
 Top-k 40, 40 new tokens after a 16-token prompt, as issue 54 measured it. Each engine times
 the arrival of each step's tokens (picogpt: its generator yielding them; transformers: a
@@ -10,7 +11,8 @@ left out the same way. Each engine runs in its own process, --repeats times, the
 the engines take turns over --rounds rounds, in the opposite order every other round. Needs
 speed.py's --work folder (the checkpoint and transformers' copy of it): run speed.py once, or
 `python -m scripts.benchmarks.speed --child save-hf transformers --work W` after the fixture.
-Prints the host, the load before and after, wall and CPU seconds.
+Prints the host, the load before and after, wall and CPU seconds. --before adds the picogpt of
+another checkout (which needs this file: copy it in), run from there, as a third engine.
 """
 
 import argparse
@@ -20,7 +22,7 @@ import statistics
 import time
 from pathlib import Path
 
-from scripts.benchmarks.common import random_ids, run_child, threads
+from scripts.benchmarks.common import ROOT, random_ids, run_child, threads
 
 MODULE = "scripts.benchmarks.samples"
 N_PROMPT, N_NEW, TOP_K = 16, 40, 40
@@ -90,6 +92,8 @@ def main() -> None:
     parser.add_argument("--work", type=Path, required=True, help="speed.py's folder")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per process")
+    parser.add_argument("--before", type=Path, default=None,
+                        help="another checkout whose picogpt is timed too, as 'before'")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--n_samples", type=int, default=8, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -100,20 +104,27 @@ def main() -> None:
     print(f"host: {host()}; load before {os.getloadavg()}")
     start, cpu = time.perf_counter(), os.times()
     figures = {}
+    # each engine's kind and the checkout it runs from
+    engines = {"picogpt": ("picogpt", ROOT), "transformers": ("transformers", ROOT)}
+    if args.before:
+        engines["before"] = ("picogpt", args.before.resolve())
     for r in range(args.rounds):
-        order = ["picogpt", "transformers"] if r % 2 == 0 else ["transformers", "picogpt"]
-        for engine in order:
+        for engine in list(engines) if r % 2 == 0 else list(engines)[::-1]:
+            kind, cwd = engines[engine]
             for n in (1, 8):
                 figures.setdefault((engine, n), []).append(json.loads(run_child(
-                    MODULE, "--child", engine, "--work", str(args.work), "--repeats",
-                    str(args.repeats), "--n_samples", str(n))))
+                    MODULE, "--child", kind, "--work", str(args.work.resolve()), "--repeats",
+                    str(args.repeats), "--n_samples", str(n), cwd=cwd,
+                    env={"PYTHONPATH": str(cwd)})))
     cpu = os.times()
     for n in (1, 8):
-        p, t = (statistics.median(figures[e, n]) for e in ("picogpt", "transformers"))
-        rounds = ", ".join(f"{a:.1f}/{b:.1f}" for a, b in zip(figures["picogpt", n],
-                                                                figures["transformers", n]))
-        print(f"{n} sample(s), top-k {TOP_K}, steps 2-{N_NEW} after {N_PROMPT}: picogpt "
-              f"{p:.1f} tok/s, transformers {t:.1f} tok/s, {p / t:.2f}x (rounds: {rounds})")
+        t = statistics.median(figures["transformers", n])
+        for engine in [e for e in engines if e != "transformers"]:
+            p = statistics.median(figures[engine, n])
+            rounds = ", ".join(f"{a:.1f}/{b:.1f}" for a, b in zip(figures[engine, n],
+                                                                    figures["transformers", n]))
+            print(f"{n} sample(s), top-k {TOP_K}, steps 2-{N_NEW} after {N_PROMPT}: {engine} "
+                  f"{p:.1f} tok/s, transformers {t:.1f} tok/s, {p / t:.2f}x (rounds: {rounds})")
     print(f"load after {os.getloadavg()}; wall {time.perf_counter() - start:.0f} s, children's "
           f"CPU {cpu.children_user + cpu.children_system:.0f} s")
 
