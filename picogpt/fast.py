@@ -6,7 +6,8 @@ read again. The functions here do the same float32 operations in the same order,
 model.py's numbers (tests hold them equal on odd shapes and batches), but they write into arrays
 they own (`out=`, `*=`): GELU of a 512-token prompt's [512, 3072] activations takes about half
 of model.gelu's time (docs/performance.md, "In-place copies"). For a few rows, products go row by
-row, which saves OpenBLAS's copy of the weights ("Several samples, their products").
+row, which saves OpenBLAS's copy of the weights ("Several samples, their products"); for
+several (eight samples), the weights go to OpenBLAS as its first matrix, untouched.
 
 `transformer_block` takes model.transformer_block's arguments, `attend` included, so kvcache.py
 and score.py call it in its place and the seam into the cache stays that one argument. The

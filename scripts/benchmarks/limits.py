@@ -53,9 +53,10 @@ def decode_products(n_rows: int, seconds: float = 3.0) -> dict[str, float]:
     the unembedding, 495 MB of weights, far beyond the cache) for n_rows rows, in each layout
     NumPy can give OpenBLAS: x @ w; w.T @ x.T against a transposed copy of the weights kept
     (the rows as the small N dimension); w.T @ x.T with w untouched, a transposed view
-    (fast.product's route for 8 to 64 rows); one matrix-vector product per row; each product's
-    columns in two halves on two threads (run with OPENBLAS_NUM_THREADS=1 to give that one
-    OpenBLAS's threads' cores). Best of repeats."""
+    (fast.product's route for 8 to 64 rows; on these fresh random arrays it ran slower than
+    x @ w, on a loaded checkpoint's arrays faster: docs/performance.md, issue 54); one
+    matrix-vector product per row; each product's columns in two halves on two threads (run
+    with OPENBLAS_NUM_THREADS=1 to give that one OpenBLAS's threads' cores). Best of repeats."""
     rng = np.random.default_rng(0)
     e, v = GPT2_124M["n_embd"], GPT2_124M["n_vocab"]
     shapes = [(e, 3 * e), (e, e), (e, 4 * e), (4 * e, e)] * GPT2_124M["n_layer"] + [(e, v)]
