@@ -62,7 +62,7 @@ FEW_ROWS = range(2, 8)
 # [n_out, n_in] (a transposed view) times [n_in, n_rows], then the result turned back. For eight
 # to 64 rows OpenBLAS runs that layout faster than x @ w (a 124M step's block products for 8 rows:
 # 31 against 39 ms) and sums each output in the same order; from ~128 rows x @ w is as fast, and
-# at 512 much faster. Measured: docs/performance.md, "Eight samples, the weights as OpenBLAS's A".
+# at 512 much faster. Measured: docs/performance.md, "2026-11-29: eight samples past 1.5x".
 SEVERAL_ROWS = range(8, 65)
 # Queries per block of causal attention: a long prompt's later keys are masked for its earlier
 # queries, so a block's scores stop at its last query's position; with 128, a 512-token prompt
