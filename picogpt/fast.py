@@ -6,7 +6,8 @@ read again. The functions here do the same float32 operations in the same order,
 model.py's numbers (tests hold them equal on odd shapes and batches), but they write into arrays
 they own (`out=`, `*=`): GELU of a 512-token prompt's [512, 3072] activations takes about half
 of model.gelu's time (docs/performance.md, "In-place copies"). For a few rows, products go row by
-row, which saves OpenBLAS's copy of the weights ("Several samples, their products").
+row, which saves OpenBLAS's copy of the weights ("Several samples, their products"); for
+several (eight samples), the weights go to OpenBLAS as its first matrix, untouched.
 
 `transformer_block` takes model.transformer_block's arguments, `attend` included, so kvcache.py
 and score.py call it in its place and the seam into the cache stays that one argument. The
@@ -57,6 +58,12 @@ def layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float = 1e-5) -
 # stay in the L3 cache from one row to the next). Measured: docs/performance.md, "Several
 # samples, their products".
 FEW_ROWS = range(2, 8)
+# Rows for which a product hands OpenBLAS the weights as its first matrix, untouched: w.T @ x.T,
+# [n_out, n_in] (a transposed view) times [n_in, n_rows], then the result turned back. For eight
+# to 64 rows OpenBLAS runs that layout faster than x @ w (a 124M step's block products for 8 rows:
+# 31 against 39 ms) and sums each output in the same order; from ~128 rows x @ w is as fast, and
+# at 512 much faster. Measured: docs/performance.md, "2026-11-29: eight samples past 1.5x".
+SEVERAL_ROWS = range(8, 65)
 # Queries per block of causal attention: a long prompt's later keys are masked for its earlier
 # queries, so a block's scores stop at its last query's position; with 128, a 512-token prompt
 # computes 10/16 of the full [512, 512] scores. Measured: docs/performance.md, "Prefill".
@@ -65,7 +72,14 @@ VOCAB_CHUNK = 4096  # wte rows per pass of the unembedding: 12 MiB, read by ever
 
 
 def product(x: np.ndarray, w: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """x @ w for x of [n_rows, n_in], written into out: row by row when there are few rows."""
+    """x @ w for x of [n_rows, n_in], written into out: row by row when there are few rows,
+    as (w.T @ x.T).T when there are several."""
+    if len(x) in SEVERAL_ROWS:  # [n_out, n_in] @ [n_in, n_rows] -> [n_out, n_rows], turned
+        turned = np.matmul(w.T, x.T).T  # a view [n_rows, n_out] of the product's columns
+        if out is None:
+            return np.ascontiguousarray(turned)  # row-major again, as x @ w returns it
+        out[...] = turned
+        return out
     if len(x) not in FEW_ROWS:
         return np.matmul(x, w, out=out)
     out = np.empty((len(x), w.shape[-1]), x.dtype) if out is None else out

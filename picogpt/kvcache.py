@@ -57,7 +57,9 @@ class LayerCache:
         # after a long prompt near one sample's (docs/performance.md, "Several samples"). One
         # softmax over both parts' scores gives the weights of attention over the joined sequence.
         prompt_k, prompt_v = self.prompt.filled()
-        mask = future_mask(q.shape[-2], k.shape[-2], q.dtype)  # [n_new, n_all] of the row's own
+        # [n_new, n_all] of the row's own; a decode step's one query is the last position and
+        # sees all of them (fast.attend_block skips that mask too)
+        mask = future_mask(q.shape[-2], k.shape[-2], q.dtype) if q.shape[-2] > 1 else 0.0
         scores = np.concatenate([attention_scores(q, prompt_k, 0.0),  # the prompt: all earlier
                                  attention_scores(q, k, mask)], axis=-1)
         weights = softmax(scores)  # [*batch, n_head, n_new, n_prompt + n_all]

@@ -60,8 +60,29 @@ def penalize_repeats(logits: np.ndarray, seen: np.ndarray, penalty: float) -> np
 
 def keep_top_k(logits: np.ndarray, k: int) -> np.ndarray:  # [..., n_vocab] -> [..., n_vocab]
     """Keep the k largest logits (and any tied with the k-th), set the others to -inf."""
-    kth = np.partition(logits, -k, axis=-1)[..., -k, None]  # [..., 1] the k-th largest
+    kth = kth_largest(logits, k)  # [..., 1]
     return np.where(logits < kth, -np.inf, logits).astype(logits.dtype)
+
+
+# Every STRIDE-th logit is a sample of the row in which the k-th largest is looked for first
+STRIDE = 16
+
+
+def kth_largest(values: np.ndarray, k: int) -> np.ndarray:  # [..., n] -> [..., 1]
+    """The k-th largest of each row: np.partition(values, -k)[..., -k], found among fewer.
+
+    Partitioning a row of 50,257 logits costs ~0.3 ms, as much as a tenth of an eight-sample
+    step's own work besides the products. Any k values of the row bound the k-th largest from
+    below, so the k-th largest of every STRIDE-th value is a floor: every value at or above the
+    k-th largest is also at or above it, and only those few hundred need partitioning. Same
+    value, ties included; an unlucky row only keeps more of its values.
+    """
+    if values.shape[-1] < 4 * STRIDE * k:  # too short a row for a sample of k values to pay
+        return np.partition(values, -k, axis=-1)[..., -k, None]
+    rows = values.reshape(-1, values.shape[-1])  # [n_rows, n]
+    floors = np.partition(rows[:, ::STRIDE], -k, axis=-1)[:, -k]  # [n_rows]
+    kth = [np.partition(row[row >= floor], -k)[-k] for row, floor in zip(rows, floors)]
+    return np.array(kth, values.dtype).reshape(*values.shape[:-1], 1)
 
 
 def keep_top_p(logits: np.ndarray, p: float) -> np.ndarray:  # [..., n_vocab] -> [..., n_vocab]

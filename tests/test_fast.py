@@ -85,11 +85,12 @@ def test_attention_in_blocks_of_queries_equals_model(rng, n_q, n_k):
                                RTOL, ATOL)
 
 
-@pytest.mark.parametrize("n_rows", range(1, 10))
+@pytest.mark.parametrize("n_rows", [*range(1, 10), 64, 65])
 def test_products_row_by_row_and_the_sliced_unembedding_equal_one_product(rng, n_rows,
                                                                          monkeypatch):
-    """A few rows go through one matrix-vector product each, the unembedding a slice of the
-    vocabulary at a time: every row and every token's logit lands where x @ w puts it."""
+    """A few rows go through one matrix-vector product each, several (8 to 64) through
+    (w.T @ x.T).T, the unembedding a slice of the vocabulary at a time: every row and every
+    token's logit lands where x @ w puts it."""
     monkeypatch.setattr(fast, "VOCAB_CHUNK", 96)  # 1,001 tokens: ten slices and a short one
     x, w, b = random(rng, (n_rows, 48), 1), random(rng, (48, 70), 0.3), random(rng, (70,), 1)
     wte = random(rng, (1001, 48), 0.3)

@@ -19,7 +19,15 @@ from picogpt import PicoGPTError, generate, gpt2, softmax
 from picogpt.encoder import END_OF_TEXT
 from picogpt.generate import decode_samples, generate_samples, generate_steps
 from picogpt.kvcache import CHUNK, FIRST_CHUNK, KVCache, prefill
-from picogpt.sampling import Sampling, greedy, keep_top_p, penalize_repeats, sample_rngs
+from picogpt.sampling import (
+    Sampling,
+    greedy,
+    keep_top_k,
+    keep_top_p,
+    kth_largest,
+    penalize_repeats,
+    sample_rngs,
+)
 
 
 def hf_filter(warpers, logits, ids=None) -> np.ndarray:  # [n_vocab] -> [n_vocab]
@@ -140,6 +148,24 @@ def test_repetition_penalty_matches_transformers():
             seen[history] = True
             expected = hf_filter([RepetitionPenaltyLogitsProcessor(penalty)], logits, history)
             np.testing.assert_array_equal(penalize_repeats(logits, seen, penalty), expected)
+
+
+def test_the_kth_largest_found_among_a_sample_of_the_row_is_partitions():
+    """kth_largest looks for the k-th largest logit among those at or above a floor taken from
+    every STRIDE-th one: on vocabulary-sized rows, with ties at the cut, -inf (a constraint's
+    mask), rows sorted so the sample holds the smallest values, and k up to the row's length,
+    it is the value np.partition finds, and top-k keeps what that value keeps."""
+    rng = np.random.default_rng(4)
+    rows = [np.round(rng.standard_normal((3, 50257)) * 2).astype(np.float32),  # many ties
+            rng.standard_normal((2, 1, 50257)).astype(np.float32) * 4,
+            np.sort(rng.standard_normal(50257).astype(np.float32)),  # ascending
+            np.where(rng.random(50257) < 0.999, -np.inf, 1).astype(np.float32)]  # ~50 left
+    for values in rows:
+        for k in (1, 2, 40, 50, 783, 3000, 50257):
+            expected = np.partition(values, -k, axis=-1)[..., -k, None]
+            np.testing.assert_array_equal(kth_largest(values, k), expected)
+            kept = np.where(values < expected, -np.inf, values)
+            np.testing.assert_array_equal(keep_top_k(values, k), kept)
 
 
 def test_greedy_picks_as_torch_argmax_does_among_ties():

@@ -52,9 +52,11 @@ def decode_products(n_rows: int, seconds: float = 3.0) -> dict[str, float]:
     """Seconds of one decode step's products at the 124M shape (12 blocks' four matrices and
     the unembedding, 495 MB of weights, far beyond the cache) for n_rows rows, in each layout
     NumPy can give OpenBLAS: x @ w; w.T @ x.T against a transposed copy of the weights kept
-    (the rows as the small N dimension); one matrix-vector product per row; each product's
-    columns in two halves on two threads (run with OPENBLAS_NUM_THREADS=1 to give that one
-    OpenBLAS's threads' cores). Best of repeats."""
+    (the rows as the small N dimension); w.T @ x.T with w untouched, a transposed view
+    (fast.product's route for 8 to 64 rows; on these fresh random arrays it ran slower than
+    x @ w, on a loaded checkpoint's arrays faster: docs/performance.md, issue 54); one
+    matrix-vector product per row; each product's columns in two halves on two threads (run
+    with OPENBLAS_NUM_THREADS=1 to give that one OpenBLAS's threads' cores). Best of repeats."""
     rng = np.random.default_rng(0)
     e, v = GPT2_124M["n_embd"], GPT2_124M["n_vocab"]
     shapes = [(e, 3 * e), (e, e), (e, 4 * e), (4 * e, e)] * GPT2_124M["n_layer"] + [(e, v)]
@@ -71,6 +73,8 @@ def decode_products(n_rows: int, seconds: float = 3.0) -> dict[str, float]:
 
     layouts = {"x @ w": lambda: [x @ w for x, w in zip(rows, weights)],
                "w.T @ x.T": lambda: [t @ x.T for x, t in zip(rows, transposed)],
+               "w.T @ x.T, w untouched (a view)": lambda: [w.T @ x.T for x, w in
+                                                           zip(rows, weights)],
                "row by row": lambda: [[r @ w for r in x] for x, w in zip(rows, weights)],
                "columns in halves on two threads": lambda: [in_halves(x, w) for x, w in
                                                             zip(rows, weights)]}
