@@ -34,6 +34,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from . import verse as judge  # the rhyme judge (the name verse is this module's constraint)
 from .errors import PicoGPTError, _, text, whole_number
 from .wordpiece import is_chinese
 
@@ -84,14 +85,10 @@ def rhyme_table(encoder, n_vocab: int) -> np.ndarray:  # -> [n_vocab] int
     """Each token's rhyme group (its index in verse.py's GROUPS), for the tokens that
     write one Chinese character pypinyin reads; -1 for every other token. Read once per
     vocabulary, as alphabet is."""
-    # imported here, not at the top: importing tasks/ runs its __init__, which imports generate,
-    # which imports this module
-    from .verse import GROUPS, rhyme
-
-    letters, groups = alphabet(encoder, n_vocab), list(GROUPS)
+    letters, groups = alphabet(encoder, n_vocab), list(judge.GROUPS)
     table = np.full(n_vocab, -1)
     for char, i in letters.ids.items():
-        group = rhyme(char) if letters.chinese[i] else None
+        group = judge.rhyme(char) if letters.chinese[i] else None
         table[i] = -1 if group is None else groups.index(group)
     return table
 
@@ -260,8 +257,6 @@ def check_verse(acrostic: str | None, line: int | None, rhyme: bool = False) -> 
         raise PicoGPTError(_("--rhyme with --line 1 and --acrostic: each line's one character "
                              "is the acrostic's, so none is left to rhyme. Use --line 2 or "
                              "more."))
-    from .verse import available  # here, as in rhyme_table
-
-    if rhyme and not available():
+    if rhyme and not judge.available():
         raise PicoGPTError(_("--rhyme reads each character's rhyme with pypinyin, which is not "
                              "installed: pip install pypinyin, or drop --rhyme."))
