@@ -25,6 +25,19 @@ class BenchmarkError(Exception):
     """A measurement that did not measure what it names."""
 
 
+class TokenTimes:
+    """A transformers streamer that notes when each token arrives (the first put is the prompt)."""
+
+    def __init__(self):
+        self.times = []
+
+    def put(self, value):
+        self.times.append(time.perf_counter())
+
+    def end(self):
+        pass
+
+
 def threads() -> int:
     """Cores this process may use: what OpenBLAS uses for NumPy, and what torch is given."""
     return len(os.sched_getaffinity(0))

@@ -22,7 +22,7 @@ import statistics
 import time
 from pathlib import Path
 
-from scripts.benchmarks.common import ROOT, random_ids, run_child, threads
+from scripts.benchmarks.common import ROOT, TokenTimes, random_ids, run_child, threads
 
 MODULE = "scripts.benchmarks.samples"
 N_PROMPT, N_NEW, TOP_K = 16, 40, 40
@@ -56,19 +56,9 @@ def transformers_steps(work: Path, n_samples: int, repeats: int) -> float:
     torch.set_num_threads(threads())
     model = GPT2LMHeadModel.from_pretrained(work / "hf").eval()
 
-    class Times:  # a streamer: the first put is the prompt, then one per step
-        def __init__(self):
-            self.times = []
-
-        def put(self, value):
-            self.times.append(time.perf_counter())
-
-        def end(self):
-            pass
-
     rates = []
     for repeat in range(repeats + 1):
-        streamer = Times()
+        streamer = TokenTimes()
         torch.manual_seed(repeat)
         with torch.inference_mode():
             model.generate(torch.tensor([random_ids(N_PROMPT)]), max_new_tokens=N_NEW,

@@ -43,6 +43,7 @@ import numpy as np
 
 from scripts.benchmarks.common import (
     ROOT,
+    TokenTimes,
     first_output_seconds,
     median_time,
     random_ids,
@@ -137,19 +138,6 @@ def transformers_engine(work: Path) -> Engine:
         return torch.cat(logprobs)
 
     return Engine(prefill, step, sample, generate, score)
-
-
-class TokenTimes:
-    """A transformers streamer that notes when each token arrives (the first put is the prompt)."""
-
-    def __init__(self):
-        self.times = []
-
-    def put(self, value):
-        self.times.append(time.perf_counter())
-
-    def end(self):
-        pass
 
 
 def measure_engine(engine: str, work: Path, repeats: int, n_prompt: int, n_samples: int) -> dict:
