@@ -285,6 +285,27 @@ def test_a_chinese_poetry_run_measures_rhyme_tones_and_heads(tmp_path, monkeypat
         "rhyme and 平仄 not measured: pypinyin is not installed (pip install pypinyin)."]
 
 
+def test_the_head_probes_read_each_poem_as_training_reads_it(monkeypatch):
+    """The rhyme head of a model trained on poems with their line breaks is measured on poems
+    with their line breaks: a probe text is the poem's training ids (start token, the lines,
+    the break after each), as far as n_ctx holds them."""
+    poem = "\n".join(["白日依山尽，黄河入海流。", "欲穷千里目，更上一层楼。"] * 2)
+    chars = Chars(count_chars(poem * 2))
+    hparams = {"n_vocab": chars.n_vocab, "n_ctx": 64, "n_embd": 16, "n_head": 2, "n_layer": 1}
+    read = []
+
+    def recorded(ids, *args):
+        read.append(list(ids))
+        return trace(ids, *args)
+
+    from picogpt.inside import trace
+    monkeypatch.setattr(poems, "trace", recorded)
+    probes, _figures = poems.heads([poem], chars, hparams, {"unigram": 1.0, "bigram": 1.0})
+    scores = probes(init_params(hparams, np.random.default_rng(0)))
+    assert read == [poems.poem_ids([poem], chars).tolist()]
+    assert np.asarray(scores["rhyme_head"]).shape == (1, 2)
+
+
 def test_chinese_poetrys_context_holds_a_whole_qilv_with_its_start_token():
     poem = "\n".join(["甲乙丙丁戊己庚，甲乙丙丁戊己辛。"] * 4)
     chars = Chars(count_chars(poem * 2))

@@ -224,9 +224,10 @@ def plan(run: Run, data: Poems) -> Plan:
     rests = [poem[len(first) :] for poem, first in zip(held, firsts)]  # what followed them
     kept = {"held_out": round(kept_share(firsts, rests), 4),
             "shuffled": round(kept_share(firsts, verse.shuffled(rests, [0] * len(rests))), 4)}
-    rhymed = [sentences(poem) for poem in held if is_regulated(poem)]  # the held-out 律诗
+    regulated = [poem for poem in held if is_regulated(poem)]  # the held-out 律诗
+    rhymed = [sentences(poem) for poem in regulated]
     fits = [said for said in rhymed if 4 * len(said[0]) + 2 <= n_ctx]  # with the second 联
-    probes, figures = heads(rhymed, encoder, hparams, baselines)
+    probes, figures = heads(regulated, encoder, hparams, baselines)
 
     def finish(params: dict) -> dict:
         share, texts = line_share(params, n_head, encoder, prompts,
@@ -253,15 +254,16 @@ def plan(run: Run, data: Poems) -> Plan:
 HEADS = ("last_break", "previous_line", "rhyme_head")  # the probes' keys in the curve
 
 
-def heads(rhymed: list[list[str]], encoder, hparams: dict, baselines: dict):
+def heads(regulated: list[str], encoder, hparams: dict, baselines: dict):
     """The probes of a poems run (each head's last-break, previous-line and rhyme score,
     [n_layer][n_head], inside.py's, averaged over up to 32 held-out 律诗 as far as n_ctx holds
-    them) and the figures a measurement prints with them; (None, None) when no 律诗 has two
-    下句 within n_ctx."""
+    them, each read as training reads a poem: its start token, its line breaks) and the
+    figures a measurement prints with them; (None, None) when no 律诗 has two 下句 within
+    n_ctx."""
     breaks = [i for i in encoder.encode(PUNCTUATION + "\n") if i != encoder.unknown]
     ends = [i for i in encoder.encode("。？！") if i != encoder.unknown]
     n_ctx, n_head = hparams["n_ctx"], hparams["n_head"]
-    texts = [encoder.prompt_ids("".join(said))[:n_ctx] for said in rhymed[:32]]
+    texts = [encoder.prompt_ids(poem + "\n")[:n_ctx] for poem in regulated[:32]]
     texts = [ids for ids in texts if np.isin(ids[1:], ends).sum() >= 2]
     if not texts:
         return None, None
