@@ -263,7 +263,7 @@ def heads(regulated: list[str], encoder, hparams: dict, baselines: dict):
     breaks = [i for i in encoder.encode(PUNCTUATION + "\n") if i != encoder.unknown]
     ends = [i for i in encoder.encode("。？！") if i != encoder.unknown]
     n_ctx, n_head = hparams["n_ctx"], hparams["n_head"]
-    texts = [encoder.prompt_ids(poem + "\n")[:n_ctx] for poem in regulated[:32]]
+    texts = [poem_ids([poem], encoder)[:n_ctx] for poem in regulated[:32]]  # as trained
     texts = [ids for ids in texts if np.isin(ids[1:], ends).sum() >= 2]
     if not texts:
         return None, None
