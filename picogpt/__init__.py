@@ -19,8 +19,8 @@ if sys.argv[:1] == ["-m"] or Path(sys.argv[0] if sys.argv else "").name == "pico
 from .encoder import Encoder  # noqa: E402 (after the handler: these imports take the time)
 from .errors import PicoGPTError
 from .files.hf import load_hf
-from .files.load import load_encoder_hparams_and_params
-from .files.loaded import LoadedModel, load_model
+from .files.loaded_model import LoadedModel, load_model
+from .files.openai import load_encoder_hparams_and_params
 from .generate import generate, generate_samples, generate_steps
 from .inside import trace
 from .model import attention, ffn, gelu, gpt2, layer_norm, linear, mha, softmax, transformer_block

@@ -1,5 +1,5 @@
 """`python -m picogpt` runs the same command as `picogpt`."""
 
-from .cli.run import main
+from .cli.generate import main
 
 main()

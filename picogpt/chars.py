@@ -5,7 +5,7 @@ character the text holds at least twice is a token (line breaks and spaces too, 
 end a line); any other character becomes one unknown token; a start token opens every poem or
 paragraph in training, so an empty prompt works as GPT-2's <|endoftext|> does. A model folder
 keeps it as chars.json (a JSON list: the line number of the list is the id), which
-files/vocab.py reads.
+files/vocab_files.py reads.
 
 Why not WordPiece's vocab.txt: BERT's basic tokenization drops spaces and line breaks, so a
 poem's lines could not end. Why not byte-level BPE: GPT-2's cuts a Chinese character into two

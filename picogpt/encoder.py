@@ -1,7 +1,7 @@
 """Byte-level BPE: text to GPT-2 token ids and back.
 
 It holds the `Encoder` class, built from GPT-2's token table (encoder.json) and merge list
-(vocab.bpe) that files/vocab.py read.
+(vocab.bpe) that files/vocab_files.py read.
 
 Every vocabulary picogpt reads (this one, and WordPiece's beside it) has the same face: `encode`,
 `decode`, `decode_bytes`, `n_vocab`, and its special tokens as data: `start` (the id a text

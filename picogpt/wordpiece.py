@@ -1,7 +1,7 @@
 """BERT's WordPiece: text to the ids of a vocab.txt and back.
 
 It holds the `WordPiece` class, built from the tokens of vocab.txt (one a line; the line number is
-its id) and the settings of tokenizer_config.json that files/vocab.py read. It has `Encoder`'s
+its id) and the settings of tokenizer_config.json that files/vocab_files.py read. It has `Encoder`'s
 face, so every command runs either vocabulary unchanged.
 
 Encoding has two stages, as BERT's own tokenizer. Basic tokenization cuts the text into words:

@@ -82,7 +82,7 @@ def write_checkpoint(root: Path, shape: str, seed: int, sharp: bool = True,
             str(root / "reference.npz"), *extra, *["--sharp"] * sharp]
     code = ("import sys; from scripts.fixtures.checkpoint import main; main(sys.argv[2:])")
     if convert:
-        code += ("; from picogpt.files.load import load_encoder_hparams_and_params as load; "
+        code += ("; from picogpt.files.openai import load_encoder_hparams_and_params as load; "
                  "load('124M', sys.argv[1])")
     subprocess.run([sys.executable, "-c", code, str(root / "models"), *args], check=True,
                    capture_output=True, cwd=ROOT)

@@ -1,6 +1,6 @@
 """The character vocabulary (chars.py): which characters are tokens, ids against a count made
 in the test, round trips of any text it covers (English, Chinese, spaces, line breaks), and the
-model folder's chars.json read back by files/vocab.py as every picogpt mode reads it."""
+model folder's chars.json read back by files/vocab_files.py as every picogpt mode reads it."""
 
 import json
 import subprocess
@@ -11,7 +11,7 @@ import pytest
 
 from picogpt.chars import START, UNKNOWN, Chars, count_chars
 from picogpt.errors import PicoGPTError
-from picogpt.files.vocabulary import read_vocab
+from picogpt.files.folder_vocab import read_vocab
 
 TEXT = ("床前明月光，疑是地上霜。\n举头望明月，低头思故乡。\n\n"
         "It was the best of times,  it was the worst of times.\n\tTabs,\tand  spaces \r\n\r"

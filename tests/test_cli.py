@@ -1,6 +1,6 @@
 """The picogpt command as a user runs it: its output and its exit code.
 
-Most runs call cli.main in this process (test_load.picogpt); what only a process shows (python
+Most runs call cli.main in this process (test_openai.picogpt); what only a process shows (python
 -m, a closed pipe) runs the installed command in a child."""
 
 import inspect
@@ -10,12 +10,12 @@ import re
 
 import numpy as np
 import pytest
-from test_load import assert_one_line_error, picogpt, picogpt_child
 from test_model import load
+from test_openai import assert_one_line_error, picogpt, picogpt_child
 
 from picogpt import generate
-from picogpt.cli.run import generate_text, score_text
-from picogpt.files.load import read_encoder
+from picogpt.cli.generate import generate_text, score_text
+from picogpt.files.openai import read_encoder
 
 
 @pytest.mark.parametrize("args, message", [
@@ -324,7 +324,8 @@ def args_in(doc: str) -> dict[str, str]:
             entries[name] = said
         elif inside and line.startswith("            "):
             entries[name] += " " + line.strip()
-        elif inside and line.strip():  # a blank line: run.py adds the model's flags after one
+        # a blank line: cli/generate.py adds the model's flags after one
+        elif inside and line.strip():
             break
     return entries
 
@@ -380,7 +381,7 @@ def test_the_train_commands_help_shows_the_shared_flags_once_and_each_tasks_own(
 
 def test_streamed_text_is_the_decoded_text_with_split_characters_held_back(vocab_dir):
     from picogpt.cli.terminal import stream_text
-    from picogpt.files.load import read_encoder
+    from picogpt.files.openai import read_encoder
 
     encoder = read_encoder(vocab_dir)
     byte_token = {b: i for i, b in encoder.token_bytes.items() if len(b) == 1}
@@ -413,7 +414,7 @@ def test_a_reader_that_leaves_early_ends_picogpt_quietly(tiny):
     """`picogpt ... | head -1`: once the pipe closes, no traceback, exit code 141 (SIGPIPE)."""
     import subprocess
 
-    from test_load import PICOGPT
+    from test_openai import PICOGPT
 
     process = subprocess.Popen([str(PICOGPT), "hi", "--n_tokens", "100", "--candidates", "3",
                                 "--models_dir", str(tiny.models_dir)], stdout=subprocess.PIPE,

@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pytest
 from test_hf_chinese import small  # noqa: F401 (a fixture: uer's folder layout, small shape)
-from test_load import picogpt
+from test_openai import picogpt
 
 from picogpt import generate, gpt2
 from picogpt.constraints import masked, verse
@@ -173,7 +173,7 @@ def test_the_alphabet_is_read_from_the_vocabulary():
 
 
 def test_gpt2_vocabulary_and_a_missing_character_are_refused_in_one_line(vocab_dir):
-    from picogpt.files.vocabulary import read_vocab
+    from picogpt.files.folder_vocab import read_vocab
 
     with pytest.raises(PicoGPTError, match="no token of its own for ，") as error:
         verse(read_vocab(vocab_dir, "-", gpt2=True), line=5)
@@ -225,7 +225,7 @@ def test_the_command_refuses_gpt2_before_loading_anything(tmp_path):
 
 
 def test_every_message_of_the_constraints_has_chinese():
-    """Each _("...") in constraints.py, generate.py and cli/run.py has an entry in the zh_CN
+    """Each _("...") in constraints.py, generate.py and cli/generate.py has an entry in the zh_CN
     catalog (a message without one would be shown in English to a Chinese reader)."""
     import ast
     from pathlib import Path
@@ -234,7 +234,7 @@ def test_every_message_of_the_constraints_has_chinese():
     from picogpt.errors import catalog
 
     root = Path(picogpt.__file__).parent
-    messages = [node.args[0].value for name in ("constraints.py", "generate.py", "cli/run.py")
+    messages = [node.args[0].value for name in ("constraints.py", "generate.py", "cli/generate.py")
                 for node in ast.walk(ast.parse((root / name).read_text()))
                 if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "_"
                 and isinstance(node.args[0], ast.Constant)]

@@ -9,10 +9,10 @@ import json
 
 import numpy as np
 import pytest
-from test_load import assert_one_line_error, picogpt
+from test_openai import assert_one_line_error, picogpt
 
 from picogpt.cli.train import main
-from picogpt.files.loaded import load_model
+from picogpt.files.loaded_model import load_model
 from picogpt.tasks import couplet
 from picogpt.tasks.ngram import aligned_loss, unigram_probs
 from picogpt.transformer import decode, encode, logits

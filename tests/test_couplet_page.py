@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from test_explore_page import ALL_SCREENS, FONTS, LABELS, intersect, named
-from test_load import picogpt
+from test_openai import picogpt
 from test_transformer_inside import aligned_and_mirror_heads
 
-from picogpt.files.loaded import RANDOM_WEIGHTS, load_model
+from picogpt.files.loaded_model import RANDOM_WEIGHTS, load_model
 from picogpt.files.store import save_model
 from picogpt.model import softmax
 from picogpt.transformer import init_params
@@ -281,7 +281,7 @@ def test_the_page_fits_a_phone_and_a_desktop_in_any_font(models, browser, layout
 def test_a_couplet_pages_data_is_json_the_page_reads_and_the_explore_refusal_stays(models):
     """The page holds its data as JSON in the one place fill puts it; the explore page still
     refuses a couplet model in one line."""
-    from test_load import assert_one_line_error
+    from test_openai import assert_one_line_error
 
     from picogpt.web.couplet import couplet_data
 

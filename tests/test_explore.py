@@ -11,12 +11,12 @@ import threading
 
 import numpy as np
 import pytest
-from test_load import PICOGPT, assert_one_line_error, picogpt
-from test_load_faults import default_sigint
 from test_model import load
+from test_openai import PICOGPT, assert_one_line_error, picogpt
+from test_openai_faults import default_sigint
 
 from picogpt import generate, gpt2, trace
-from picogpt.files.load import load_encoder_hparams_and_params
+from picogpt.files.openai import load_encoder_hparams_and_params
 from picogpt.model import softmax
 from picogpt.sampling import Sampling
 from picogpt.web.server import ExploreServer
@@ -75,7 +75,7 @@ def next_logits(tiny, ids: list[int]) -> np.ndarray:
 
 def test_typing_updates_the_strip_and_the_distribution_follows_the_sliders(served, browser,
                                                                           tiny, vocab_dir):
-    from picogpt.files.load import read_encoder
+    from picogpt.files.openai import read_encoder
 
     encoder = read_encoder(vocab_dir)
     page = open_page(browser, served)
@@ -108,7 +108,7 @@ def test_typing_updates_the_strip_and_the_distribution_follows_the_sliders(serve
 def test_a_click_a_seeded_draw_and_generate_extend_the_text_as_the_library_does(served,
                                                                                  browser, tiny,
                                                                                  vocab_dir):
-    from picogpt.files.load import read_encoder
+    from picogpt.files.openai import read_encoder
 
     encoder = read_encoder(vocab_dir)
     hparams, params = load(tiny.models_dir)
@@ -142,7 +142,7 @@ def test_a_click_a_seeded_draw_and_generate_extend_the_text_as_the_library_does(
 
 def test_the_heatmap_is_traces_pattern_and_the_page_stays_on_127_0_0_1(served, browser, tiny,
                                                                        vocab_dir):
-    from picogpt.files.load import read_encoder
+    from picogpt.files.openai import read_encoder
 
     hparams, params = load(tiny.models_dir)
     ids = read_encoder(vocab_dir).encode(PROMPT)
@@ -371,7 +371,7 @@ def test_a_slider_during_the_inside_views_is_answered_first_and_an_edit_stops_th
 def wordpiece_session(folder, files: dict, n_ctx: int = 64) -> Session:
     """A session on a random-weight model whose vocabulary is a WordPiece folder's files, read
     as a model folder's are."""
-    from picogpt.files.vocab import read_wordpiece
+    from picogpt.files.vocab_files import read_wordpiece
     from picogpt.train import init_params
 
     folder.mkdir(exist_ok=True)

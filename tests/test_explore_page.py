@@ -14,12 +14,12 @@ import pytest
 import test_explore
 from conftest import wait_until
 from test_explore import PROMPT, next_logits, set_knob, slow_lens, strip_ids
-from test_load import PICOGPT
-from test_load_faults import default_sigint
 from test_model import load
+from test_openai import PICOGPT
+from test_openai_faults import default_sigint
 
 from picogpt import generate
-from picogpt.files.load import read_encoder
+from picogpt.files.openai import read_encoder
 from picogpt.model import softmax
 from picogpt.web.server import ExploreServer
 from picogpt.web.session import Session
@@ -550,7 +550,7 @@ def test_titles_and_labels_fit_a_phone_and_random_weights_are_not_gpt2(vocab_dir
     """Twelve layers of twelve heads with random weights, in a folder named 124M and as a --hf
     folder with a long path, on both pages: the title never says GPT-2 124M, and nothing spills
     out of its place."""
-    from picogpt.files.load import read_encoder
+    from picogpt.files.openai import read_encoder
     from picogpt.train import init_params
     from picogpt.web.page import explain
 
@@ -601,7 +601,7 @@ def test_a_long_model_name_wraps_at_any_width_in_any_font(vocab_dir, browser, lo
     """The title with a --hf path of 150 characters fits its box at every width from 200 to 1100
     px, in each kind of font and in fonts wider than any here (letter spacing): the layout
     cannot depend on which fonts a machine has (a fresh machine's CI once overflowed by 6 px)."""
-    from picogpt.files.load import read_encoder
+    from picogpt.files.openai import read_encoder
     from picogpt.train import init_params
     from picogpt.web.page import explain
 
@@ -709,7 +709,7 @@ def test_a_phone_reads_the_attention_labels_and_is_told_the_lens_scrolls(vocab_d
     position in a font of at least 10 px, the last one always, each inside its box. The logit
     lens, far wider than the phone, says it scrolls, fades at its right edge while there is
     more, and keeps its layer column in place when scrolled to its end."""
-    from picogpt.files.load import read_encoder
+    from picogpt.files.openai import read_encoder
     from picogpt.train import init_params
     from picogpt.web.page import explain
 

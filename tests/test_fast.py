@@ -111,7 +111,7 @@ if sys.argv[2] == "one CPU":
 import numpy as np
 from picogpt.generate import generate
 from picogpt.kvcache import KVCache, decode_step, prefill
-from picogpt.files.load import load_encoder_hparams_and_params
+from picogpt.files.openai import load_encoder_hparams_and_params
 from picogpt.train import tree_map
 from picogpt.score import score
 

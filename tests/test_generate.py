@@ -355,7 +355,7 @@ def test_a_sample_ends_at_end_of_text_unless_told_to_go_on(tiny_end):
 
 def load_original(tiny_end):
     """The tiny_end weights before the swap, from the arrays the checkpoint was made from."""
-    from picogpt.files.load import nest
+    from picogpt.files.openai import nest
 
     arrays = dict(np.load(tiny_end.reference))
     wte = arrays["model/wte"].copy()
@@ -405,7 +405,7 @@ def test_samples_that_outlive_others_equal_themselves_drawn_alone(tiny_end, pena
 
 
 def test_stop_text_across_two_tokens_ends_the_sample(tiny_end, vocab_dir):
-    from picogpt.files.load import read_encoder
+    from picogpt.files.openai import read_encoder
 
     encoder = read_encoder(vocab_dir)
     hparams, params = load(tiny_end.models_dir)
@@ -447,7 +447,7 @@ def test_each_samples_stop_text_is_found_in_its_own_text_after_others_end(tiny_e
     completes the stop text: checked on each sample's own decoded text, and against the same
     sample drawn alone. A stop buffer read through the wrong batch row after a sample leaves
     would end the others at the wrong token."""
-    from picogpt.files.load import read_encoder
+    from picogpt.files.openai import read_encoder
 
     encoder = read_encoder(vocab_dir)
     hparams, params = load(tiny_end.models_dir)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import ROOT
-from test_load import assert_one_line_error, picogpt, picogpt_child
+from test_openai import assert_one_line_error, picogpt, picogpt_child
 
 from picogpt import PicoGPTError, generate, gpt2, load_hf, score
 from scripts.fixtures.checkpoint import random_arrays

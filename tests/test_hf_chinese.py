@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 from test_hf import page_json
-from test_load import picogpt
+from test_openai import picogpt
 
 from picogpt import generate, gpt2, load_hf
 from picogpt.sampling import Sampling

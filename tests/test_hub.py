@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 from test_hf import add_tokenizer, random_hf_model
-from test_load import PICOGPT, assert_one_line_error
-from test_load_faults import default_sigint
+from test_openai import PICOGPT, assert_one_line_error
+from test_openai_faults import default_sigint
 
 WEIGHTS_ELSEWHERE = ("pytorch_model.bin", "tf_model.h5", "flax_model.msgpack", "model.onnx")
 HUB_VARIABLES = ("HF_ENDPOINT", "HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_TOKEN",

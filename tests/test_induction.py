@@ -6,11 +6,11 @@ import json
 
 import numpy as np
 import pytest
-from test_load import assert_one_line_error, picogpt
+from test_openai import assert_one_line_error, picogpt
 
 from picogpt import train as train_module
 from picogpt.cli.train import main
-from picogpt.files.load import load_encoder_hparams_and_params
+from picogpt.files.openai import load_encoder_hparams_and_params
 from picogpt.tasks.induction import ablate, periodic_windows, task_batches, vocab_files
 from picogpt.tasks.probes import copy_probes, measure_copies
 
@@ -62,7 +62,7 @@ def test_the_lead_in_starts_at_its_step_in_about_half_the_windows():
 
 
 def test_the_vocabulary_names_its_tokens_and_ends_with_the_start_token(tmp_path):
-    from picogpt.files.vocabulary import read_vocab
+    from picogpt.files.folder_vocab import read_vocab
 
     files = vocab_files(64)
     assert files["vocab.txt"].split("\n")[:3] == ["t0", "t1", "t2"]

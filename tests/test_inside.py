@@ -10,11 +10,11 @@ import pytest
 import torch
 from conftest import hf_model
 from test_generate import chi_square, chi_square_limit
-from test_load import picogpt
 from test_model import float64, load, prompt_ids
+from test_openai import picogpt
 
 from picogpt import generate, gpt2, softmax, trace
-from picogpt.files.load import load_encoder_hparams_and_params, read_encoder
+from picogpt.files.openai import load_encoder_hparams_and_params, read_encoder
 from picogpt.generate import generate_steps
 from picogpt.inside import (
     last_break_score,

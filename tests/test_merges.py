@@ -8,13 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_load import assert_one_line_error, picogpt
+from test_openai import assert_one_line_error, picogpt
 
 from picogpt import generate, load_encoder_hparams_and_params
 from picogpt.cli.train import main
 from picogpt.encoder import PIECES, SPECIAL, Encoder, bytes_to_unicode
 from picogpt.errors import PicoGPTError
-from picogpt.files.vocabulary import read_vocab
+from picogpt.files.folder_vocab import read_vocab
 from picogpt.merges import bpe_files, learn_merges
 
 CORPUS = Path(__file__).parent / "data" / "corpus.txt"
@@ -75,7 +75,7 @@ def test_merges_are_learned_in_order_as_a_full_recount_finds_them():
 
 
 def test_the_encoder_of_the_learned_files_gives_the_ids_the_learner_predicts(tmp_path):
-    """The files bpe_files writes, read back by vocab.py as a trained model's folder is read,
+    """The files bpe_files writes, read back by vocab_files.py as a trained model's folder is read,
     encode the training text to the ids of the pieces the learner made, and decode to it."""
     text = CORPUS.read_text(encoding="utf-8")[:60_000]
     merges, pieces = learn_merges(text, 700)
@@ -158,7 +158,7 @@ def test_the_held_out_loss_is_reported_per_character_too(learned):
     scored) over the held-out paragraphs' characters, counted here."""
     import re
 
-    from picogpt.files.vocabulary import read_vocab
+    from picogpt.files.folder_vocab import read_vocab
 
     root, done = learned
     encoder = read_vocab(root / "own", "")

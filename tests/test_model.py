@@ -11,7 +11,7 @@ from conftest import hf_model
 
 from picogpt import attention, fast, gelu, generate, gpt2, layer_norm, softmax
 from picogpt import model as model_module
-from picogpt.files.load import load_encoder_hparams_and_params
+from picogpt.files.openai import load_encoder_hparams_and_params
 from picogpt.kvcache import KVCache, LayerCache, extend
 from picogpt.model import future_mask
 

@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 import pytest
-from test_load import assert_one_line_error
+from test_openai import assert_one_line_error
 
 from picogpt.chars import Chars, count_chars
 from picogpt.cli.train import train
@@ -168,7 +168,7 @@ def test_a_fortunes_run_ends_with_a_verdict_against_its_goals_and_reference_runs
     pointed at) closes with how far it is under the bigram model and the share of 句 that keep
     the prompt's length, each with its goal, a mark (✓ met, ✗ not) and the range of the docs'
     reference runs; the model writes the sampler it recommends, which picogpt then uses."""
-    from test_load import picogpt as run_picogpt
+    from test_openai import picogpt as run_picogpt
 
     from picogpt.cli.train import main
     from picogpt.tasks.poems import GOALS
@@ -209,7 +209,7 @@ def test_a_fortunes_run_ends_with_a_verdict_against_its_goals_and_reference_runs
 def test_the_poems_tasks_hints_speak_the_locales_language(args, chinese, tmp_path):
     """Under LANG=zh_CN the poems task's refusals are Chinese, hint included (they were English:
     two hints of the old cli/poems.py were not in the catalog)."""
-    from test_load import picogpt as run_picogpt
+    from test_openai import picogpt as run_picogpt
 
     from picogpt.cli.train import main
 

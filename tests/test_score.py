@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 from conftest import hf_model
-from test_load import assert_one_line_error, picogpt
 from test_model import load, prompt_ids
+from test_openai import assert_one_line_error, picogpt
 
 from picogpt import PicoGPTError, score
-from picogpt.files.load import read_encoder
+from picogpt.files.openai import read_encoder
 from picogpt.score import score_windows
 
 END_OF_TEXT = 50256

@@ -22,10 +22,10 @@ import numpy as np
 import pytest
 from conftest import LIMIT, wait_until
 from test_explore import PROMPT, request
-from test_load import PICOGPT
-from test_load_faults import default_sigint
+from test_openai import PICOGPT
+from test_openai_faults import default_sigint
 
-from picogpt.files.load import load_encoder_hparams_and_params
+from picogpt.files.openai import load_encoder_hparams_and_params
 from picogpt.web.server import ExploreServer
 from picogpt.web.session import Session
 

@@ -12,12 +12,12 @@ from test_encoder import TRICKY, corpus
 from test_hf import PROMPT, SHAPES, random_hf_model
 from test_hf_chinese import CLS, SEP, hf_greedy, uer_arrays
 from test_hf_chinese import PROMPT as POEM
-from test_load import picogpt
+from test_openai import picogpt
 from test_wordpiece import CORPUS, SETTINGS
 
 from picogpt import PicoGPTError
-from picogpt.files.load import read_encoder
-from picogpt.files.vocabulary import read_vocab
+from picogpt.files.folder_vocab import read_vocab
+from picogpt.files.openai import read_encoder
 from scripts.fixtures.bert_vocab import chinese_vocab, small_vocab, write
 from scripts.fixtures.reference import hf_model_of
 

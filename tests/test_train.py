@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_load import assert_one_line_error, picogpt
+from test_openai import assert_one_line_error, picogpt
 
 from picogpt import generate, load_encoder_hparams_and_params
 from picogpt.backward import loss_and_grads
@@ -304,7 +304,7 @@ def test_windows_are_training_paragraphs_each_opened_by_the_start_token(monkeypa
     cut at GPT-2's <|endoftext|>, is the end of a training paragraph, whole training paragraphs,
     and the start of one: a start token opens every paragraph, and no held-out text is in it.
     Each target is the token after its input."""
-    from picogpt.files.load import read_encoder
+    from picogpt.files.openai import read_encoder
 
     encoder = read_encoder(vocab_dir)
     rng = np.random.default_rng(4)
@@ -599,7 +599,7 @@ def test_each_measurement_prints_held_out_loss_beside_the_baselines_and_a_sample
     random-run probes appear only when the run trains on random runs (--repeats)."""
     import re
 
-    from picogpt.files.vocabulary import read_vocab
+    from picogpt.files.folder_vocab import read_vocab
     from picogpt.tasks.ngram import bigram_loss, unigram_loss
 
     text = tmp_path / "poems.txt"

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_load import assert_one_line_error, picogpt
-from test_load_faults import default_sigint
+from test_openai import assert_one_line_error, picogpt
+from test_openai_faults import default_sigint
 
 from picogpt import train as train_module
 from picogpt.cli.train import main
 from picogpt.files import store
-from picogpt.files.load import load_encoder_hparams_and_params
+from picogpt.files.openai import load_encoder_hparams_and_params
 from picogpt.files.params import flatten
 
 WORDS = ("river stone night wind moon light rain cloud hill road green cold long white "

@@ -1,6 +1,6 @@
 """The command line: `picogpt` (generate, score, explore), `python -m picogpt.train`, what they
 print, and which model a command names. The only place that prints and sets exit codes."""
 
-from .run import main
+from .generate import main
 
 __all__ = ["main"]

@@ -3,7 +3,7 @@ couplet wrote): answer a 上句 with 下句, score a 联, and refuse in one line
 (a poem's form, a stop text, the explore page). The model's functions are tasks/couplet.py's."""
 
 from ..errors import PicoGPTError, _
-from ..files.loaded import LoadedModel
+from ..files.loaded_model import LoadedModel
 from ..score import summary
 from ..tasks.couplet import answer, first_line, score_pair
 from .terminal import print_scores

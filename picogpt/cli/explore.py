@@ -8,7 +8,7 @@ Ctrl-C.
 import sys
 
 from ..errors import _, whole_number
-from ..files.loaded import load_model
+from ..files.loaded_model import load_model
 from .command import read_prompt
 from .couplet import refuse_explore
 

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from ..errors import PicoGPTError, _, number, text, whole_number
-from ..files.load import MODEL_SIZES
+from ..files.openai import MODEL_SIZES
 from ..tasks import Run
 
 

@@ -2,7 +2,7 @@
 token or as one JSON object."""
 
 from ..errors import _, whole_number
-from ..files.loaded import load_model
+from ..files.loaded_model import load_model
 from ..score import check_score_settings, join_scores, score_windows, summary
 from .command import read_prompt
 from .couplet import score_couplet

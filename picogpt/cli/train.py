@@ -4,7 +4,7 @@ tasks (picogpt/tasks/) and write a model folder every picogpt mode runs.
 `TASKS` is the one table of tasks: each entry is a task of the book and the reader of the data
 it learns from. The command reads its flags once (the shared ones and every task's own), builds
 one `Run` from them and the task's defaults, checks it before any work, reads the data, has the
-task make its `Plan`, and hands both to cli/runner.py, which trains and writes the folder. Then
+task make its `Plan`, and hands both to cli/training.py, which trains and writes the folder. Then
 it says what was written, in the task's words. `--resume --name NAME` continues a stopped run
 with the settings it began with (run.json, cli/checkpoint.py).
 """
@@ -20,13 +20,13 @@ from pathlib import Path
 
 from ..errors import PicoGPTError, _
 from ..files.chinese_poetry import find_collection, simplifier
-from ..files.load import read_encoder
+from ..files.openai import read_encoder
 from ..files.poems import read_poems, read_text
 from ..tasks import SHARED, Run, Task, couplet, induction, poems, text
 from .checkpoint import check_free, part_dir, read_run, training_lock
 from .command import run_command, said
 from .prepare import check_memory, check_run, find_vocab, new_model_dir
-from .runner import run_training
+from .training import run_training
 
 PROGRAM = "python -m picogpt.train"
 

@@ -10,7 +10,7 @@ from functools import cache
 import numpy as np
 
 from ..encoder import N_VOCAB
-from ..files.load import N_CTX, RELEASED_SHAPES
+from ..files.openai import N_CTX, RELEASED_SHAPES
 from .hints import N_
 
 FUNCTIONS = ("gelu", "softmax", "layer_norm", "linear", "ffn", "attention", "mha",

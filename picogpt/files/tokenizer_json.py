@@ -12,8 +12,8 @@ tokenizers library is not needed.
 Anything those two classes would run differently (a Unigram or WordLevel model, a normalizer or
 pre-tokenizer they lack, a setting they do not have, a token added by a fine-tune) is refused
 in one line that names it, and so is a tokenizer_config.json that states a setting otherwise.
-The vocabulary is built with vocab.py's checks; vocab.py compares it with the older files of the
-folder. Nothing is written.
+The vocabulary is built with vocab_files.py's checks; vocab_files.py compares it with the older
+files of the folder. Nothing is written.
 """
 
 from pathlib import Path
@@ -22,7 +22,7 @@ from ..encoder import N_MERGES, N_VOCAB, SPECIAL
 from ..errors import PicoGPTError, _
 from ..wordpiece import WordPiece
 from .store import read_json
-from .vocab import TOKENIZER_JSON, WORDPIECE_FILES, bpe_encoder, folder_settings
+from .vocab_files import TOKENIZER_JSON, WORDPIECE_FILES, bpe_encoder, folder_settings
 
 BPE_PARTS = {"normalizer": (None,), "pre_tokenizer": ("ByteLevel",), "decoder": ("ByteLevel",)}
 WORDPIECE_PARTS = {"normalizer": ("BertNormalizer",), "pre_tokenizer": ("BertPreTokenizer",),

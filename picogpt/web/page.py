@@ -18,7 +18,7 @@ import numpy as np
 
 from ..encoder import Encoder
 from ..errors import PicoGPTError, _
-from ..files.load import RELEASED_SHAPES
+from ..files.openai import RELEASED_SHAPES
 from ..generate import generate_steps
 from ..sampling import Step
 from ..score import score

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from picogpt.files.loaded import load_model
+from picogpt.files.loaded_model import load_model
 from picogpt.files.params import nest
 from picogpt.files.poems import read_poems
 from picogpt.tasks.couplet import split

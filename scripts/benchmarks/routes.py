@@ -169,7 +169,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10, help="rounds for the pass sizes")
     args = parser.parse_args()
     from picogpt.cli.command import reuse_freed_memory
-    from picogpt.files.load import load_encoder_hparams_and_params
+    from picogpt.files.openai import load_encoder_hparams_and_params
 
     reuse_freed_memory()
     _, hparams, params = load_encoder_hparams_and_params("124M", args.models_dir)

@@ -31,7 +31,7 @@ N_PROMPT, N_NEW, TOP_K = 16, 40, 40
 def picogpt_steps(work: Path, n_samples: int, repeats: int) -> float:
     """Tokens/s of picogpt's steps after the first, median of repeats."""
     from picogpt.cli.command import reuse_freed_memory
-    from picogpt.files.load import load_encoder_hparams_and_params
+    from picogpt.files.openai import load_encoder_hparams_and_params
     from picogpt.generate import generate_samples
 
     reuse_freed_memory()

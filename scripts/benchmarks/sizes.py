@@ -31,7 +31,7 @@ PICOGPT = Path(sys.executable).parent / "picogpt"
 def decode_speed(size: str, models_dir: str) -> float:
     """Tokens/s of 40 greedy tokens after a 16-token prompt, in this process (the middle of 3)."""
     from picogpt.cli.command import reuse_freed_memory
-    from picogpt.files.load import load_encoder_hparams_and_params
+    from picogpt.files.openai import load_encoder_hparams_and_params
     from picogpt.kvcache import KVCache, decode_step, prefill
 
     reuse_freed_memory()

@@ -73,7 +73,7 @@ class Engine:
 def picogpt_engine(work: Path) -> Engine:
     """picogpt, set up as the picogpt command sets itself up."""
     from picogpt.cli.command import reuse_freed_memory
-    from picogpt.files.load import load_encoder_hparams_and_params
+    from picogpt.files.openai import load_encoder_hparams_and_params
     from picogpt.generate import generate_samples
     from picogpt.kvcache import KVCache, decode_step, prefill
     from picogpt.score import score
@@ -345,7 +345,7 @@ def child_mode(args) -> None:
     work = Path(args.work)
     if args.child == "load":
         if args.engine == "picogpt":
-            from picogpt.files.load import load_encoder_hparams_and_params
+            from picogpt.files.openai import load_encoder_hparams_and_params
             load_encoder_hparams_and_params("124M", str(work / "models"))
         else:
             transformers_engine(work)

@@ -18,7 +18,7 @@ import numpy as np
 from picogpt.backward import loss_and_grads
 from picogpt.cli.prepare import find_vocab
 from picogpt.encoder import Encoder
-from picogpt.files.vocabulary import read_vocab
+from picogpt.files.folder_vocab import read_vocab
 from picogpt.merges import bpe_files, learn_merges
 from picogpt.train import adamw, batches, init_params
 from scripts.benchmarks.common import alternate

@@ -29,7 +29,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from picogpt.cli.train import train  # noqa: E402
-from picogpt.files.load import load_encoder_hparams_and_params  # noqa: E402
+from picogpt.files.openai import load_encoder_hparams_and_params  # noqa: E402
 from picogpt.inside import (  # noqa: E402
     cosine_similarity,
     induction_score,

@@ -23,7 +23,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from picogpt.files.load import load_encoder_hparams_and_params  # noqa: E402
+from picogpt.files.openai import load_encoder_hparams_and_params  # noqa: E402
 from picogpt.inside import induction_score, previous_token_score, repeated_tokens, trace  # noqa: E402
 from scripts.figures.common import ATTENTION, heatmap, save, use_language  # noqa: E402
 from scripts.fixtures.circuits import induction_circuit  # noqa: E402

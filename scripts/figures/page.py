@@ -16,7 +16,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from picogpt.files.loaded import load_model
+from picogpt.files.loaded_model import load_model
 from picogpt.web.server import ExploreServer
 from picogpt.web.session import Session
 from scripts.figures.common import stamp

@@ -19,7 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from picogpt.files.load import load_encoder_hparams_and_params  # noqa: E402
+from picogpt.files.openai import load_encoder_hparams_and_params  # noqa: E402
 from picogpt.inside import cosine_similarity  # noqa: E402
 from picogpt.transformer import sinusoidal_positions  # noqa: E402
 from scripts.figures.common import SIMILARITY, heatmap, save, use_language  # noqa: E402

@@ -8,7 +8,7 @@ file picogpt downloaded, to spot a file damaged later) and `params/`, the checkp
 to one `.npy` per tensor. TensorFlow is needed only to build `params/`; later runs never import
 it nor need the checkpoint files again. A model that `python -m picogpt.train` wrote lives
 beside the sizes as `models_dir/<name>/`: hparams.json, its vocabulary (GPT-2's or its own;
-vocab.py reads either) and params/ only.
+vocab_files.py reads either) and params/ only.
 """
 
 import os
@@ -21,9 +21,9 @@ from tqdm import tqdm
 from ..encoder import Encoder
 from ..errors import PicoGPTError, _
 from .download import FILES, download_missing, download_url
+from .folder_vocab import read_vocab
 from .params import check_finite, check_hparams, check_shapes, fit_vocabulary, nest
 from .store import first_not_finite, model_lock, read_json, read_params, source_stamps, write_params
-from .vocabulary import read_vocab
 
 MODEL_SIZES = ("124M", "355M", "774M", "1558M")
 N_CTX = 1024  # every released size's context

@@ -5,7 +5,7 @@ WordPiece vocabulary (vocab.txt with tokenizer_config.json and special_tokens_ma
 a character vocabulary (chars.json, as picogpt.train --vocab chars writes): `read_files`
 reads the one kind a folder holds. tokenizer.json, which transformers 5 saves for either kind,
 is tokenizer_json.py's, built on the readers here; which of the two a folder is read by, and
-that they agree, is vocabulary.py's. It reads and checks; the classes that use the vocabulary are
+that they agree, is folder_vocab.py's. It reads and checks; the classes that use the vocabulary are
 encoder.py's, wordpiece.py's and chars.py's.
 """
 

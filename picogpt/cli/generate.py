@@ -12,8 +12,8 @@ from collections.abc import Iterable, Iterator
 
 from ..constraints import byte_level_refusal, check_verse, verse
 from ..errors import PicoGPTError, _, whole_number
-from ..files.load import MODEL_SIZES
-from ..files.loaded import load_model, seq2seq_first, vocabulary_first
+from ..files.loaded_model import load_model, seq2seq_first, vocabulary_first
+from ..files.openai import MODEL_SIZES
 from ..generate import check_settings, generate, generate_samples, generate_steps
 from ..sampling import Sampling
 from ..web.couplet import couplet_data, write_couplet_page

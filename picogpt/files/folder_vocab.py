@@ -1,4 +1,4 @@
-"""Which vocabulary a model folder holds: the files before tokenizer.json (vocab.py) or
+"""Which vocabulary a model folder holds: the files before tokenizer.json (vocab_files.py) or
 tokenizer.json (tokenizer_json.py, which transformers 5 saves for either kind), and, when a
 folder holds both, that they are one vocabulary. Every loader reads a folder's vocabulary
 through `read_vocab`. It reads and checks, and writes nothing.
@@ -10,7 +10,7 @@ from ..encoder import Encoder
 from ..errors import PicoGPTError, _
 from ..wordpiece import WordPiece
 from .tokenizer_json import read_described
-from .vocab import BPE_FILES, TOKENIZER_JSON, WORDPIECE_FILES, read_files
+from .vocab_files import BPE_FILES, TOKENIZER_JSON, WORDPIECE_FILES, read_files
 
 
 def read_vocab(folder: Path, fix: str, gpt2: bool = False):

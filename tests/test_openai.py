@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from picogpt import PicoGPTError
-from picogpt.cli.run import main
+from picogpt.cli.generate import main
 from picogpt.files.download import FILES
-from picogpt.files.load import load_encoder_hparams_and_params
+from picogpt.files.openai import load_encoder_hparams_and_params
 
 PICOGPT = Path(sys.executable).parent / "picogpt"  # the console script pip installed
 
@@ -72,7 +72,7 @@ def assert_one_line_error(done, message: str) -> None:
 
 def child_load(models_dir: Path) -> str:
     """Load in a child process (a first load imports TensorFlow); report what it imported."""
-    code = ("import sys; from picogpt.files.load import load_encoder_hparams_and_params as load; "
+    code = ("import sys; from picogpt.files.openai import load_encoder_hparams_and_params as load; "
             "_, _, p = load('124M', sys.argv[1]); "
             "print('tensorflow' in sys.modules, float(p['wte'][0, 0]), len(p['wpe']))")
     done = subprocess.run([sys.executable, "-c", code, str(models_dir)], capture_output=True,
@@ -170,7 +170,7 @@ def test_a_couplet_model_of_several_blocks_loads_and_a_missing_block_is_named(tm
     """An encoder-decoder's blocks are encoder.h{i} and decoder.h{i}: a model of 2 + 3 blocks
     (the couplet task's recipe has 2 + 2) loads as written, and hparams that ask for a decoder
     block its weights lack name that block."""
-    from picogpt.files.loaded import load_model
+    from picogpt.files.loaded_model import load_model
     from picogpt.files.store import save_model
     from picogpt.transformer import init_params
 
@@ -258,7 +258,7 @@ def watch(event, args):
 
 sys.addaudithook(watch)
 sys.modules["tensorflow"] = None
-from picogpt.cli.run import main
+from picogpt.cli.generate import main
 main(sys.argv[2:])
 """
 

@@ -10,9 +10,9 @@ import pytest
 import torch
 from conftest import write_checkpoint
 from test_hf import add_tokenizer
-from test_load import assert_one_line_error, picogpt
+from test_openai import assert_one_line_error, picogpt
 
-from picogpt.files.loaded import load_model
+from picogpt.files.loaded_model import load_model
 from picogpt.files.store import save_model
 from picogpt.tasks.induction import vocab_files
 from picogpt.train import init_params
@@ -43,7 +43,7 @@ def padded(tmp_path_factory, vocab_dir):
 
 
 def load_ids(folder: Path) -> list[int]:
-    from picogpt.files.vocabulary import read_vocab
+    from picogpt.files.folder_vocab import read_vocab
 
     return read_vocab(folder, "").encode(PROMPT)
 

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from picogpt import PicoGPTError
-from picogpt.files.vocab import read_wordpiece
-from picogpt.files.vocabulary import read_vocab
+from picogpt.files.folder_vocab import read_vocab
+from picogpt.files.vocab_files import read_wordpiece
 from scripts.fixtures.bert_vocab import small_vocab, write
 
 FIX = "download the model again"

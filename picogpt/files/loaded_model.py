@@ -8,10 +8,10 @@ from pathlib import Path
 from ..encoder import Encoder
 from ..errors import PicoGPTError, _
 from ..wordpiece import WordPiece
+from .folder_vocab import read_vocab
 from .hf import load_hf
-from .load import MODEL_SIZES, load_encoder_hparams_and_params, read_encoder
+from .openai import MODEL_SIZES, load_encoder_hparams_and_params, read_encoder
 from .store import read_json
-from .vocabulary import read_vocab
 
 RANDOM_WEIGHTS = "random-weights.txt"  # written beside weights drawn at random (test fixtures)
 SAMPLER = "sampler.json"  # a trained model's sampler, the one its task recommends: {"top_k": 8}

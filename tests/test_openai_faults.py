@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import QuietHandler, wait_until
-from test_load import PICOGPT, assert_one_line_error, picogpt, picogpt_child, published
+from test_openai import PICOGPT, assert_one_line_error, picogpt, picogpt_child, published
 
 from picogpt import PicoGPTError
 from picogpt.files.download import FILES, RETRIES, download_missing
@@ -447,7 +447,7 @@ def test_without_tensorflow_conversion_stops_with_one_line(tiny, tmp_path):
     models_dir = tmp_path / "models"
     shutil.copytree(tiny.models_dir, models_dir)
     shutil.rmtree(models_dir / "124M" / "params")
-    code = ("import sys; sys.modules['tensorflow'] = None; from picogpt.cli.run import main; "
+    code = ("import sys; sys.modules['tensorflow'] = None; from picogpt.cli.generate import main; "
             "main(sys.argv[1:])")  # None in sys.modules makes `import tensorflow` fail
     done = subprocess.run([str(Path(PICOGPT).parent / "python"), "-c", code, "hi",
                            "--models_dir", str(models_dir)], capture_output=True, text=True)
