@@ -148,7 +148,7 @@ def test_the_command_answers_a_shang_ju_with_a_xia_ju_of_its_length(ci_run):
 
 def test_score_is_the_float64_forward_of_the_pair(ci_run):
     """--score of 「上句，下句」: each character of the 下句 and the end, given the 上句, equal to
-    transformer.py's forward on the same pair in float64 (its own distribution: no mask)."""
+    transformer/model.py's forward on the same pair in float64 (its own distribution: no mask)."""
     _root, models, _done = ci_run
     loaded = load_model("dui", str(models))
     encoder, params = loaded.encoder, loaded.params

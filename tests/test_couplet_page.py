@@ -16,7 +16,7 @@ from picogpt.files.loaded_model import RANDOM_WEIGHTS, load_model
 from picogpt.files.store import save_model
 from picogpt.model import softmax
 from picogpt.transformer import init_params
-from picogpt.transformer_inside import same_position_score, trace_seq2seq
+from picogpt.transformer.inside import same_position_score, trace_seq2seq
 
 TOKENS = [*"春风秋月山水花鸟云雨江海天地日星", "<|unknown|>", "<|start|>"]
 FIRST = "春风秋月山水花"  # a 上句 of seven characters

@@ -11,7 +11,7 @@ from test_transformer import positions64
 from picogpt.model import softmax
 from picogpt.train import adamw, tree_map
 from picogpt.transformer import decode, encode, greedy_seq2seq, init_params, logits, padding_mask
-from picogpt.transformer_backward import loss_and_grads
+from picogpt.transformer.backward import loss_and_grads
 
 D_MODEL, N_HEAD, D_FF, BOS, EOS = 32, 4, 64, 1, 2
 N_VOCAB, PAD = 24, 0  # one vocabulary: source, target and output share a table

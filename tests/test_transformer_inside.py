@@ -21,7 +21,7 @@ from test_transformer import (
 )
 
 from picogpt.transformer import decode, encode, init_params, logits, padding_mask
-from picogpt.transformer_inside import same_position_job, same_position_score, trace_seq2seq
+from picogpt.transformer.inside import same_position_job, same_position_score, trace_seq2seq
 
 
 @pytest.mark.parametrize("norm_first", [True, False])

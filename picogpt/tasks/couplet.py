@@ -1,4 +1,4 @@
-"""The couplet task, 对对子: the 2017 encoder-decoder (transformer.py) answers a 上句 with a 下句.
+"""The couplet task, 对对子: the 2017 encoder-decoder (transformer/) answers a 上句 with a 下句.
 
     python -m picogpt.train --task couplet --name dui --text chinese-poetry/
     picogpt "海阔凭鱼跃" --model_size dui --top_k 8
@@ -26,8 +26,8 @@ from ..chars import Chars, count_chars
 from ..errors import PicoGPTError, _, whole_number
 from ..sampling import Sampling, most_likely, sample_rngs
 from ..score import Scores
-from ..transformer import decode, encode, init_params, logits
-from ..transformer_backward import loss_and_grads
+from ..transformer.backward import loss_and_grads
+from ..transformer.model import decode, encode, init_params, logits
 from . import Plan, Run, Task
 from .ngram import aligned_loss, unigram_probs
 from .poems import PUNCTUATION, Corpus

@@ -6,7 +6,7 @@ One self-contained file, as page.py writes GPT-2's (the template `couplet.html`,
 views.css and views.js inlined): the 上句, the 下句 the run wrote, and per layer and head the
 encoder's self-attention (上句 × 上句), the decoder's masked self-attention (下句 × 下句, from the
 start token) and the cross-attention (下句 × 上句), with each cross-attention head's 对位 score.
-Every number on it is one that transformer_inside.py's `trace_seq2seq` or `same_position_score`
+Every number on it is one that transformer/inside.py's `trace_seq2seq` or `same_position_score`
 returned for the pair, run as the decoder ran it: the start token, then the 下句 it wrote.
 """
 
@@ -15,7 +15,7 @@ import numpy as np
 from ..chars import Chars
 from ..model import softmax
 from ..show import piece
-from ..transformer_inside import same_position_score, trace_seq2seq
+from ..transformer.inside import same_position_score, trace_seq2seq
 from .page import fill, titled
 from .views import float32_base64
 

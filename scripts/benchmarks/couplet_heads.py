@@ -19,7 +19,7 @@ from picogpt.files.loaded_model import load_model
 from picogpt.files.params import nest
 from picogpt.files.poems import read_poems
 from picogpt.tasks.couplet import split
-from picogpt.transformer_inside import same_position_score, trace_seq2seq
+from picogpt.transformer.inside import same_position_score, trace_seq2seq
 
 
 def mean_scores(pairs: list[tuple[str, str]], params: dict, hparams: dict,

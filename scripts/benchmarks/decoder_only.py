@@ -2,7 +2,7 @@
 the same parameter count, trained for the same CPU time on the same pairs (issue 51, item 5).
 
 - encoder-decoder: the couplet recipe (tasks/couplet.py's defaults for chinese-poetry), trained
-  as `python -m picogpt.train --task couplet` trains it: transformer_backward's step, AdamW, the
+  as `python -m picogpt.train --task couplet` trains it: transformer/backward.py's step, AdamW, the
   schedule, batches of pairs of one length;
 - decoder-only: picogpt's GPT-2 (train.py, fasttrain's step) on the same pairs written as lines,
   「<start>上句，下句。」, a character vocabulary shared with the encoder-decoder (it holds ， and
@@ -26,13 +26,14 @@ import time
 
 import numpy as np
 
-from picogpt import fasttrain, transformer, transformer_backward
+from picogpt import fasttrain, transformer
 from picogpt import train as gpt_train
 from picogpt.chars import Chars, count_chars
 from picogpt.files.poems import read_poems
 from picogpt.model import gpt2
 from picogpt.sampling import Sampling, sample_rngs
 from picogpt.tasks import couplet
+from picogpt.transformer import backward as transformer_backward
 
 
 def n_params(params) -> int:

@@ -12,7 +12,7 @@ Shapes: `default` is train.py's (GPT-2's 50,257 tokens, 2 layers, 4 heads, n_emb
 rounds alternate between the engines, and each ratio is of medians.
 
 The `couplet` shapes train the 2017 encoder-decoder instead: picogpt's step is
-transformer_backward.loss_and_grads and train.adamw, torch's is torch.nn.Transformer with an
+transformer.backward.loss_and_grads and train.adamw, torch's is torch.nn.Transformer with an
 nn.Embedding shared by source, target and output (the same model: 2 + 2 layers, d_model 128, 4
 heads, d_ff 512, pre-norm, ReLU, no dropout, 6,000 characters), padding and causal masks,
 cross-entropy that ignores padding, and AdamW. A batch is 64 (`couplet`) or 128
@@ -44,7 +44,7 @@ SHAPES |= {"couplet": (COUPLET, 64), "couplet-128": (COUPLET, 128)}
 HPARAMS = dict(SHAPES["default"][0])  # the shape a child trains, set from its --shape
 PARTS = ("block_forward", "softmax_cross_entropy_", "block_backward")  # fasttrain's, timed
 SEQ2SEQ_PARTS = ("encoder_layer_forward", "decoder_layer_forward", "softmax_cross_entropy_",
-                 "decoder_layer_backward", "encoder_layer_backward")  # transformer_backward's
+                 "decoder_layer_backward", "encoder_layer_backward")  # transformer/backward.py's
 
 
 def run_steps(step, steps: int, n_batch: int, before=lambda: None) -> dict:
@@ -141,7 +141,8 @@ def pairs(rng, n_batch: int):
 def seq2seq_numpy_steps(steps: int, n_batch: int, parts: bool) -> dict:
     import numpy as np
 
-    from picogpt import train, transformer, transformer_backward
+    from picogpt import train, transformer
+    from picogpt.transformer import backward as transformer_backward
 
     rng = np.random.default_rng(0)
     params, state = transformer.init_params(HPARAMS, rng), {"step": 0}

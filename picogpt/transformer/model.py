@@ -18,7 +18,7 @@ d_model] instead of "embed", and may hold "out" {"w": [d_model, n_tgt_vocab], "b
 layer of its own (seed 004's fc) in place of the tied embedding; encode takes the source's pad
 id and decode the target's.
 
-`init_params` gives first weights in this layout, for transformer_backward.py to train.
+`init_params` gives first weights in this layout, for backward.py beside it to train.
 Dropout is not here: it is the identity at inference. In training it would sit after the
 embeddings plus positions, and on each sublayer's output before it is added to the residual.
 
@@ -29,7 +29,7 @@ NEG where it may not. They combine by adding (`padding_mask(tgt) + causal_mask(n
 
 import numpy as np
 
-from .model import attention, ffn, future_mask, layer_norm, linear, merge_heads, split_heads
+from ..model import attention, ffn, future_mask, layer_norm, linear, merge_heads, split_heads
 
 NEG = -1e10  # model.future_mask's: exp(NEG - max) is 0 in float32; NEG + NEG is finite
 

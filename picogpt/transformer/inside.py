@@ -1,13 +1,13 @@
-"""The inside view of the 2017 encoder-decoder (transformer.py), as inside.py is GPT-2's.
+"""The inside view of the 2017 encoder-decoder (transformer/model.py), as inside.py is GPT-2's.
 
 It holds `trace_seq2seq`, the forward pass of a source and a target with every intermediate value
 of the encoder and the decoder kept under TransformerLens's names (without `hook_`), and the 对位
 ("same position") score of the cross-attention's heads. It must not change or re-implement the
-model: it runs transformer.py's own functions in `encode`'s and `decode`'s order (`embed`,
-`residual`, the masks, `logits`) and model.py's `ffn` with transformer.py's ReLU. Only
+model: it runs transformer/model.py's own functions in `encode`'s and `decode`'s order (`embed`,
+`residual`, the masks, `logits`) and model.py's `ffn` with transformer/model.py's ReLU. Only
 `multi_head_attention` is opened into the steps `model.attention` takes (the scores, the softmax,
 the weighted sum of the values), so that each has a name, as inside.py opens GPT-2's `mha`
-through its attention step. Its output equals transformer.py's bit for bit (a test checks it).
+through its attention step. Its output equals transformer/model.py's bit for bit (a test checks it).
 
 Names, each block i of each stack (the encoder's, then the decoder's, "encoder." or "decoder."
 in front): embed (the token rows times sqrt(d_model)), pos_embed (the sinusoids), then
@@ -24,9 +24,9 @@ from collections.abc import Callable, Collection
 
 import numpy as np
 
-from .inside import job_weights
-from .model import attention_scores, ffn, layer_norm, linear, merge_heads, softmax, split_heads
-from .transformer import (
+from ..inside import job_weights
+from ..model import attention_scores, ffn, layer_norm, linear, merge_heads, softmax, split_heads
+from .model import (
     causal_mask,
     embed,
     logits,

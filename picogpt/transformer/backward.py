@@ -1,7 +1,7 @@
-"""The 2017 encoder-decoder's backward pass (transformer.py's model), its loss and first weights.
+"""The 2017 encoder-decoder's backward pass (model.py's, beside it), its loss and first weights.
 
-Read it beside transformer.py, as backward.py beside model.py. Each layer there has here a
-`_forward` that computes the same output and keeps what its backward reads (each layer norm's
+Read it beside model.py here, as the root's backward.py beside its model.py. Each layer there has
+here a `_forward` that computes the same output and keeps what its backward reads (each layer norm's
 normalised input and 1 / std, attention's pattern, ReLU's output), and a `_backward` that takes
 `dout`, the loss's gradient with respect to that output, and returns the gradients of the inputs
 and weights. `loss_and_grads` chains them. What GPT-2's backward pass (backward.py) lacks:
@@ -15,21 +15,21 @@ and weights. `loss_and_grads` chains them. What GPT-2's backward pass (backward.
 The element-wise work is fasttrain.py's (in place on the step's own arrays), so this is also the
 step a couplet model trains with. No state, no I/O, no argument changed; float32 in, float32
 out, float64 in, float64 out. Tests hold every gradient to torch's autograd on
-torch.nn.Transformer and to finite differences of transformer.py's forward.
+torch.nn.Transformer and to finite differences of transformer/model.py's forward.
 """
 
 import numpy as np
 
-from .fast import softmax_
-from .fasttrain import (
+from ..fast import softmax_
+from ..fasttrain import (
     layer_norm,
     layer_norm_backward,
     linear,
     linear_backward,
     softmax_cross_entropy_,
 )
-from .model import merge_heads, split_heads
-from .transformer import causal_mask, embed, padding_mask, tables
+from ..model import merge_heads, split_heads
+from .model import causal_mask, embed, padding_mask, tables
 
 
 def multi_head_attention_forward(x: np.ndarray, memory: np.ndarray, q: dict, k: dict, v: dict,
