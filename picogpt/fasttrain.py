@@ -14,6 +14,11 @@ train.py's loop (and so induction.py's) the way fast.py serves generation:
   and releases the GIL; the matrix products already use every core through OpenBLAS);
 - the embedding's gradient is added straight into the unembedding's.
 
+Attention's forward and backward here (`attention`, `attention_backward`) are the one pair every
+kind's fast step runs: GPT-2's below, the encoder-decoder's (with padding masks, and no causal
+one in the encoder and cross-attention) and the LLaMA block's (key and value heads shared by
+groups of query heads).
+
 Same arguments, same result (tests hold the loss and every gradient to backward.py's and to
 torch's autograd); float32 in, float32 out, float64 in, float64 out. No I/O, no argument is
 changed. Why each choice: docs/performance.md, "Training".
@@ -106,6 +111,48 @@ def gelu_backward_(dpost: np.ndarray, pre: np.ndarray, t: np.ndarray) -> np.ndar
     return dpost
 
 
+def grouped(x: np.ndarray, n_kv_head: int) -> np.ndarray:
+    """Heads in groups that share one key and value head, each group's rows stacked."""
+    # [..., n_head, n_rows, d] -> [..., n_kv_head, n_head // n_kv_head * n_rows, d]; a view
+    # when every head has its own (n_kv_head == n_head)
+    return x.reshape(*x.shape[:-3], n_kv_head, -1, x.shape[-1])
+
+
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray,
+              mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """model.attention for every head at once, and the pattern its backward reads. k and v
+    may have fewer heads than q (grouped-query attention): each serves n_head // n_kv_head
+    query heads in a row. mask: added to every head's scores, or None to see every key."""
+    # q [..., n_head, n_q, d_head], k and v [..., n_kv_head, n_k, d_head], mask [..., n_q, n_k]
+    # -> z [..., n_head, n_q, d_head], pattern [..., n_head, n_q, n_k]
+    n_kv_head = k.shape[-3]
+    pattern = grouped(q, n_kv_head) @ k.swapaxes(-1, -2)  # a group's queries meet its keys
+    pattern = pattern.reshape(*q.shape[:-1], k.shape[-2])  # [..., n_head, n_q, n_k]
+    pattern *= 1 / q.shape[-1] ** 0.5
+    if mask is not None:
+        pattern += np.expand_dims(mask, -3)  # one mask for every head
+    softmax_(pattern)
+    return (grouped(pattern, n_kv_head) @ v).reshape(q.shape), pattern
+
+
+def attention_backward(dz: np.ndarray, q: np.ndarray, k: np.ndarray, v: np.ndarray,
+                       pattern: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """backward.attention_backward from attention's pattern: dq, dk, dv. A key or value head
+    shared by a group gets the sum of the group's gradients; a mask passes nothing back (the
+    pattern is 0 where it hid a key, and so is that score's gradient)."""
+    # dz, q [..., n_head, n_q, d_head]; k, v [..., n_kv_head, n_k, d_head] -> dq, dk, dv alike
+    n_kv_head = k.shape[-3]
+    dz_grouped = grouped(dz, n_kv_head)  # [..., n_kv_head, group * n_q, d_head]
+    dv = grouped(pattern, n_kv_head).swapaxes(-1, -2) @ dz_grouped  # sums over the group's rows
+    dscores = (dz_grouped @ v.swapaxes(-1, -2)).reshape(pattern.shape)  # d pattern, then
+    dscores -= np.sum(dscores * pattern, axis=-1, keepdims=True)  # through the softmax, in place
+    dscores *= pattern
+    dscores *= 1 / q.shape[-1] ** 0.5
+    dscores_grouped = grouped(dscores, n_kv_head)  # [..., n_kv_head, group * n_q, n_k]
+    dq = (dscores_grouped @ k).reshape(q.shape)
+    return dq, dscores_grouped.swapaxes(-1, -2) @ grouped(q, n_kv_head), dv
+
+
 def block_forward(x: np.ndarray, block: dict, n_head: int,
                   mask: np.ndarray) -> tuple[np.ndarray, dict]:
     """model.transformer_block, and the values block_backward reads."""
@@ -113,11 +160,8 @@ def block_forward(x: np.ndarray, block: dict, n_head: int,
     ln_1, normed_1, rstd_1 = layer_norm(x, **block["ln_1"])
     qkv = linear(ln_1, **block["attn"]["c_attn"])  # [n_batch, n_seq, 3 * n_embd]
     q, k, v = (split_heads(a, n_head) for a in np.split(qkv, 3, axis=-1))
-    pattern = q @ k.swapaxes(-1, -2)  # [n_batch, n_head, n_seq, n_seq]
-    pattern *= 1 / q.shape[-1] ** 0.5
-    pattern += mask
-    softmax_(pattern)
-    merged = merge_heads(pattern @ v)  # [n_batch, n_seq, n_embd]
+    z, pattern = attention(q, k, v, mask)  # [n_batch, n_head, n_seq, d_head], [..., n_seq]
+    merged = merge_heads(z)  # [n_batch, n_seq, n_embd]
     x1 = linear(merged, **block["attn"]["c_proj"])
     x1 += x
     ln_2, normed_2, rstd_2 = layer_norm(x1, **block["ln_2"])
@@ -141,14 +185,8 @@ def block_backward(dout: np.ndarray, block: dict, n_head: int,
     dx1 += dout
     dmerged, dattn_proj = linear_backward(dx1, kept["merged"], block["attn"]["c_proj"]["w"])
     dz = split_heads(dmerged, n_head)  # [n_batch, n_head, n_seq, d_head]
-    pattern, q, k, v = kept["pattern"], kept["q"], kept["k"], kept["v"]
-    dv = pattern.swapaxes(-1, -2) @ dz
-    dscores = dz @ v.swapaxes(-1, -2)  # d pattern, then through the softmax in place
-    dscores -= np.sum(dscores * pattern, axis=-1, keepdims=True)
-    dscores *= pattern
-    dscores *= 1 / q.shape[-1] ** 0.5
-    dqkv = np.concatenate([merge_heads(d) for d in (dscores @ k, dscores.swapaxes(-1, -2) @ q,
-                                                    dv)], axis=-1)  # [..., 3 * n_embd]
+    dq, dk, dv = attention_backward(dz, kept["q"], kept["k"], kept["v"], kept["pattern"])
+    dqkv = np.concatenate([merge_heads(d) for d in (dq, dk, dv)], axis=-1)  # [..., 3 * n_embd]
     dh, dc_attn = linear_backward(dqkv, kept["ln_1"], block["attn"]["c_attn"]["w"])
     dx, dln_1 = layer_norm_backward(dh, kept["normed_1"], kept["rstd_1"], block["ln_1"]["g"])
     dx += dx1

@@ -12,16 +12,18 @@ and weights. `loss_and_grads` chains them. What GPT-2's backward pass (backward.
   passes the gradient on unchanged; pre-norm (GPT-2's) does;
 - the embedding is scaled by sqrt(d_model); one table may be source, target and output.
 
-The element-wise work is fasttrain.py's (in place on the step's own arrays), so this is also the
-step a couplet model trains with. No state, no I/O, no argument changed; float32 in, float32
-out, float64 in, float64 out. Tests hold every gradient to torch's autograd on
-torch.nn.Transformer and to finite differences of transformer/model.py's forward.
+The element-wise work and attention's forward and backward are fasttrain.py's (in place on the
+step's own arrays, the same attention GPT-2's step runs), so this is also the step a couplet
+model trains with. No state, no I/O, no argument changed; float32 in, float32 out, float64 in,
+float64 out. Tests hold every gradient to torch's autograd on torch.nn.Transformer and to
+finite differences of transformer/model.py's forward.
 """
 
 import numpy as np
 
-from ..fast import softmax_
 from ..fasttrain import (
+    attention,
+    attention_backward,
     layer_norm,
     layer_norm_backward,
     linear,
@@ -40,11 +42,8 @@ def multi_head_attention_forward(x: np.ndarray, memory: np.ndarray, q: dict, k: 
     qh = split_heads(linear(x, **q), n_head)  # [..., n_head, n_q, d_head]
     kh = split_heads(linear(memory, **k), n_head)  # [..., n_head, n_k, d_head]
     vh = split_heads(linear(memory, **v), n_head)
-    pattern = qh @ kh.swapaxes(-1, -2)  # [..., n_head, n_q, n_k]
-    pattern *= 1 / qh.shape[-1] ** 0.5
-    pattern += np.expand_dims(mask, -3)  # one mask for every head
-    softmax_(pattern)
-    merged = merge_heads(pattern @ vh)  # [..., n_q, d_model]
+    z, pattern = attention(qh, kh, vh, mask)  # [..., n_head, n_q, d_head], [..., n_k]
+    merged = merge_heads(z)  # [..., n_q, d_model]
     return linear(merged, **c_proj), {"x": x, "memory": memory, "q": qh, "k": kh, "v": vh,
                                       "pattern": pattern, "merged": merged}
 
@@ -54,16 +53,10 @@ def multi_head_attention_backward(dout: np.ndarray, q: dict, k: dict, v: dict, c
     """Through multi_head_attention_forward: dx, dmemory and {"q", "k", "v", "c_proj"}."""
     # dout [..., n_q, d_model] -> dx [..., n_q, d_model], dmemory [..., n_k, d_model]
     dmerged, dc_proj = linear_backward(dout, kept["merged"], c_proj["w"])
-    dz = split_heads(dmerged, n_head)  # [..., n_head, n_q, d_head]
-    pattern = kept["pattern"]  # [..., n_head, n_q, n_k]
-    dvh = pattern.swapaxes(-1, -2) @ dz  # [..., n_head, n_k, d_head]
-    dscores = dz @ kept["v"].swapaxes(-1, -2)  # d pattern, then through the softmax in place
-    dscores -= np.sum(dscores * pattern, axis=-1, keepdims=True)
-    dscores *= pattern  # 0 wherever the mask hid a key: the mask passes nothing back
-    dscores *= 1 / dz.shape[-1] ** 0.5
-    dx, dq = linear_backward(merge_heads(dscores @ kept["k"]), kept["x"], q["w"])
-    dmemory, dk = linear_backward(merge_heads(dscores.swapaxes(-1, -2) @ kept["q"]),
-                                  kept["memory"], k["w"])
+    dqh, dkh, dvh = attention_backward(split_heads(dmerged, n_head), kept["q"], kept["k"],
+                                       kept["v"], kept["pattern"])  # [..., n_head, n, d_head]
+    dx, dq = linear_backward(merge_heads(dqh), kept["x"], q["w"])
+    dmemory, dk = linear_backward(merge_heads(dkh), kept["memory"], k["w"])
     dmemory_v, dv = linear_backward(merge_heads(dvh), kept["memory"], v["w"])
     dmemory += dmemory_v  # memory feeds both the keys and the values
     return dx, dmemory, {"q": dq, "k": dk, "v": dv, "c_proj": dc_proj}
