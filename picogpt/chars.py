@@ -11,12 +11,16 @@ Why not WordPiece's vocab.txt: BERT's basic tokenization drops spaces and line b
 poem's lines could not end. Why not byte-level BPE: GPT-2's cuts a Chinese character into two
 or three byte tokens (docs/poems.md measures all three). `Chars` has the face `Encoder` and
 `WordPiece` have (`encode`, `decode`, `decode_bytes`, `n_vocab`, `start`, `end`, `unknown`,
-`prompt_ids`, `outside`), so every command runs it unchanged. No I/O.
+`prompt_ids`, `outside`), so every command runs it unchanged. It also holds `paragraphs`, the
+one rule that cuts a text (or a file of poems) into the pieces a model trains on one at a time,
+which the text task and the poems' reader (files/poems.py) share. No I/O.
 """
 
+import re
 from collections import Counter
 
 START, UNKNOWN = "<|start|>", "<|unknown|>"  # the two special tokens, last in the list
+SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|(?<=[。！？])")
 
 
 def count_chars(text: str, min_count: int = 2) -> list[str]:
@@ -63,3 +67,19 @@ class Chars:
     def decode_bytes(self, ids: list[int]) -> bytes:
         """The UTF-8 bytes of decode(ids): every token is whole characters."""
         return self.decode(ids).encode("utf-8")
+
+
+def paragraphs(text: str) -> list[str]:
+    """The one rule that cuts a text (or a file of poems) into paragraphs: the pieces between
+    blank lines; with no blank line, its lines (a text of one poem a line); with one line, its
+    sentences; with one sentence, its first nine tenths and its last tenth."""
+    text = text.replace("\r\n", "\n")
+    parts = [part.strip("\n") for part in re.split(r"\n[ \t\r]*\n", text) if part.strip()]
+    if len(parts) < 2:
+        parts = [line for line in text.split("\n") if line.strip()]
+    if len(parts) < 2:
+        parts = [part for part in SENTENCE_END.split(text.strip()) if part.strip()]
+    if len(parts) < 2 and len(text.strip()) >= 10:
+        cut = len(text.strip()) * 9 // 10
+        parts = [text.strip()[:cut], text.strip()[cut:]]
+    return parts

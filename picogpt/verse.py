@@ -15,6 +15,7 @@ vocabulary) says how to get it. The shares below are what the poems task measure
 regulated poems, for the model, the real poems and a shuffled baseline alike. No I/O.
 """
 
+PUNCTUATION = "，。？！；："  # what ends a 句 in classical verse
 GROUPS = {"发花": "a ia ua", "梭波": "o e uo", "乜斜": "ie ve", "一七": "i v er",
           "姑苏": "u", "怀来": "ai uai", "灰堆": "ei ui uei", "遥条": "ao iao",
           "油求": "ou iu iou", "言前": "an ian uan van", "人辰": "en in un uen vn",

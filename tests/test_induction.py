@@ -11,6 +11,7 @@ from test_openai import assert_one_line_error, picogpt
 from picogpt import train as train_module
 from picogpt.cli.train import main
 from picogpt.files.openai import load_encoder_hparams_and_params
+from picogpt.optim import AdamW
 from picogpt.tasks.induction import ablate, periodic_windows, task_batches, vocab_files
 from picogpt.tasks.probes import copy_probes, measure_copies
 
@@ -175,13 +176,13 @@ def test_the_warmup_flag_sets_the_rise_of_the_learning_rate(monkeypatch, tmp_pat
     """--warmup 5 of 12 steps: the rates handed to AdamW rise linearly to lr over the first 5,
     then fall."""
     seen = []
-    real = train_module.adamw
+    real = AdamW.step
 
-    def recording(params, grads, state, lr, **kwargs):
+    def recording(self, params, grads, state, lr, groups):
         seen.append(lr)
-        return real(params, grads, state, lr, **kwargs)
+        return real(self, params, grads, state, lr, groups)
 
-    monkeypatch.setattr(train_module, "adamw", recording)
+    monkeypatch.setattr(AdamW, "step", recording)
     done = picogpt("--task", "induction", "--models_dir", str(tmp_path), "--steps", "12",
                    "--warmup", "5", "--lr", "0.02", "--n_embd", "16", "--n_ctx", "16",
                    "--n_batch", "2", "--block_max", "8", "--lead_in_max", "4",

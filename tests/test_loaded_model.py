@@ -14,6 +14,7 @@ from test_openai import assert_one_line_error, picogpt
 
 from picogpt.files.loaded_model import load_model
 from picogpt.files.store import save_model
+from picogpt.kinds import KINDS
 from picogpt.tasks.induction import vocab_files
 from picogpt.train import init_params
 from picogpt.web.session import Session
@@ -155,4 +156,5 @@ def test_top_k_at_the_models_vocabulary_samples(small_vocab):
 def test_a_fixtures_random_weights_say_so_when_loaded(tiny):
     """scripts.fixtures.checkpoint marks its folder, so no page or message calls it GPT-2."""
     loaded = load_model("124M", str(tiny.models_dir))
-    assert loaded.random and loaded.kind == "released" and loaded.about()["random"] is True
+    assert loaded.random and loaded.source == "released" and loaded.about()["random"] is True
+    assert loaded.kind is KINDS["gpt2"] and loaded.about()["kind"] == "released"  # the pages'

@@ -16,6 +16,7 @@ from picogpt.backward import loss_and_grads
 from picogpt.cli.train import main, train
 from picogpt.files.params import flatten, nest
 from picogpt.model import gpt2, softmax
+from picogpt.optim import AdamW
 from picogpt.train import adamw, init_params
 from scripts.fixtures.reference import hf_model_of, hf_name
 
@@ -270,22 +271,22 @@ def test_python_dash_m_picogpt_train_writes_a_model_the_command_runs(tmp_path, v
 
 
 def recorded_run(monkeypatch, tmp_path, vocab_dir, text: str, **settings) -> dict:
-    """train() on text, with what it hands loss_and_grads and adamw recorded."""
+    """train() on text, with what it hands loss_and_grads and the optimizer recorded."""
     from picogpt import train as train_module
 
     seen = {"batches": [], "lr": []}
-    real_loss, real_adamw = train_module.loss_and_grads, train_module.adamw
+    real_loss, real_step = train_module.loss_and_grads, AdamW.step
 
     def loss(inputs, targets, *args):
         seen["batches"].append((inputs.copy(), targets.copy()))
         return real_loss(inputs, targets, *args)
 
-    def step(params, grads, state, lr, **kwargs):
+    def step(self, params, grads, state, lr, groups):
         seen["lr"].append(lr)
-        return real_adamw(params, grads, state, lr, **kwargs)
+        return real_step(self, params, grads, state, lr, groups)
 
     monkeypatch.setattr(train_module, "loss_and_grads", loss)
-    monkeypatch.setattr(train_module, "adamw", step)
+    monkeypatch.setattr(AdamW, "step", step)
     path = tmp_path / "text.txt"
     path.write_text(text, encoding="utf-8")
     train(str(path), name="recorded", models_dir=str(tmp_path / "models"),

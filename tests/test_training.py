@@ -20,6 +20,7 @@ from picogpt.cli.train import main
 from picogpt.files import store
 from picogpt.files.openai import load_encoder_hparams_and_params
 from picogpt.files.params import flatten
+from picogpt.optim import AdamW
 
 WORDS = ("river stone night wind moon light rain cloud hill road green cold long white "
          "old spring bird tree sea snow home far east west bright deep").split()
@@ -201,14 +202,14 @@ def test_a_name_taken_while_training_keeps_the_model_in_the_part_folder(tmp_path
     kept in NAME.part, which picogpt runs."""
     text = write_text(tmp_path / "poems.txt")
     models_dir = tmp_path / "models"
-    real = train_module.adamw
+    real = AdamW.step
 
     def taken(*args, **kwargs):
         (models_dir / "mine").mkdir(exist_ok=True)
         (models_dir / "mine" / "notes.txt").write_text("not yours")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(train_module, "adamw", taken)
+    monkeypatch.setattr(AdamW, "step", taken)
     done = picogpt(*command("text", text, "mine", models_dir), entry=main)
     assert_ends_in_one_line_error(done, f"cannot write the model to {models_dir / 'mine'}")
     assert f"is kept in {models_dir / 'mine.part'}, a model folder picogpt runs" in done.stderr
@@ -364,6 +365,57 @@ def test_a_damaged_checkpoint_or_run_json_is_one_line_that_names_the_file(tmp_pa
         assert_one_line_error(done, f"{part / 'run.json'} does not describe a run that can go on")
     (part / "run.json").write_text(run_json)
     assert picogpt(*resume, entry=main).returncode == 0
+
+
+def test_a_run_and_checkpoint_from_before_optimizers_were_values_resume_bit_for_bit(
+        uninterrupted, tmp_path, monkeypatch):
+    """A run stopped in step 6 whose run.json and checkpoint.npz are then written as picogpt wrote
+    them before the optimizer was a value (no "optimizer" in run.json; AdamW's m/ and v/ beside
+    adam_step in the checkpoint): --resume reads them as AdamW's defaults and state, and ends
+    with the very parameters of a run never stopped."""
+    whole_dir, text = uninterrupted
+    models_dir = tmp_path / "models"
+    stop_at(monkeypatch, 6)
+    assert picogpt(*command("text", text, "old", models_dir), entry=main).returncode == 130
+    monkeypatch.undo()
+    part = models_dir / "old.part"
+    record = json.loads((part / "run.json").read_text())
+    assert record["run"].pop("optimizer")["name"] == "adamw"
+    (part / "run.json").write_text(json.dumps(record))
+    with np.load(part / "checkpoint.npz") as stored:
+        arrays = {key: stored[key] for key in stored.files}
+    about = json.loads(str(arrays.pop("about")))
+    about["adam_step"] = about.pop("optimizer_step")
+    old = {key.removeprefix("optimizer/").replace(".", "/", 1) if key.startswith("optimizer/")
+           else key: array for key, array in arrays.items()}
+    assert {key.split("/")[0] for key in old} == {"params", "best", "m", "v"}
+    np.savez(part / "checkpoint.npz", about=np.array(json.dumps(about)), **old)
+    finished = picogpt("--resume", "--name", "old", "--models_dir", str(models_dir), entry=main)
+    assert finished.returncode == 0, finished.stderr
+    assert_same_model(models_dir, "old", whole_dir, "text")
+
+
+def test_the_optimizers_flags_are_checked_first_and_kept_in_run_json(tmp_path, monkeypatch):
+    text = write_text(tmp_path / "poems.txt")
+    models_dir = tmp_path / "models"
+    for flags, message in ((["--optimizer", "sgd"], "optimizer='sgd' is not an optimizer "
+                            "picogpt knows; the optimizers are adamw."),
+                           (["--decay", "matrices,tables"], "decay='matrices,tables' is not a "
+                            "list of parameter groups; give some of matrices, embeddings, "
+                            "gains, biases, comma-separated."),
+                           (["--beta2", "1"], "beta2=1 must be a number from 0 up to, but not "
+                            "including, 1."),
+                           (["--clip", "0"], "clip=0 must be a number above 0")):
+        done = picogpt(*command("text", text, "opt", models_dir), *flags, entry=main)
+        assert_one_line_error(done, message)
+    stop_at(monkeypatch, 6)
+    done = picogpt(*command("text", text, "opt", models_dir), "--weight_decay", "0.05",
+                   "--decay", "matrices,gains", "--clip", "1.5", "--beta2", "0.99", entry=main)
+    assert done.returncode == 130, done.stderr
+    record = json.loads((models_dir / "opt.part" / "run.json").read_text())
+    assert record["run"]["optimizer"] == {"name": "adamw", "betas": [0.9, 0.99], "eps": 1e-8,
+                                          "weight_decay": 0.05, "decay": ["matrices", "gains"],
+                                          "clip": 1.5}
 
 
 IMPORTING = """

@@ -5,8 +5,10 @@ A run of `python -m picogpt.train --name NAME` works in `models_dir/NAME.part/`:
     run.json        the run's id, settings (a tasks.Run) and its data's digest: what --resume
                     runs again (the older forms, {"command", "settings"}, are read too)
     .lock           held while the run trains, so a second run of NAME is told so
-    checkpoint.npz  at the last measurement: the params, AdamW's m and v and step, the best
-                    params by held-out loss and the curve so far, written whole or not at all
+    checkpoint.npz  at the last measurement: the params, the optimizer's state (its step, and
+                    its trees: AdamW's m and v, as optimizer/m.<name>), the best params by
+                    held-out loss and the curve so far, written whole or not at all (the older
+                    form, m/<name> and v/<name> beside adam_step, is read too)
     hparams.json, params/, the vocabulary, curve.json
                     only when the model could not be written as NAME: then NAME.part is a
                     model folder that picogpt runs (--model_size NAME.part)
@@ -16,7 +18,7 @@ ones already trained on, so it trains on the very windows the stopped run would 
 run ends, NAME is written (as save_model writes any model: whole, never over a folder that
 exists) and NAME.part goes. On Ctrl-C, NAME gets the best model so far and NAME.part stays for
 --resume; a resumed run may replace that NAME, and only that one: its curve.json carries the
-run's id. Prints nothing: cli/training.py says what happened.
+run's id. Prints nothing: cli/training.py, which runs the run, says what happened.
 """
 
 import contextlib
@@ -34,6 +36,8 @@ import numpy as np
 from ..errors import PicoGPTError, _, reason
 from ..files.params import flatten, nest
 from ..files.store import read_json, save_model, write_json_atomic, write_params
+from ..kinds import kind_of
+from ..optim import optimizer_from
 from ..tasks import Run, Task
 
 RUN_FORMAT = 2  # run.json: {"format", "id", "run", "digest"}; 1 was {"id", "command", "settings"}
@@ -112,8 +116,9 @@ def read_run(part: Path, tasks: dict[str, Task]) -> tuple[Run, dict]:
         task = tasks[settings["task"]]
         known = {f.name for f in fields(task.options)}
         options = task.options(**{k: v for k, v in settings.pop("options").items() if k in known})
-        run = Run(**{f.name: settings[f.name] for f in fields(Run) if f.name != "options"},
-                  options=options)
+        run = Run(**{f.name: settings[f.name] for f in fields(Run)
+                     if f.name not in ("options", "optimizer")},
+                  options=options, optimizer=optimizer_from(settings.get("optimizer")))
         return run, {"id": record["id"], "digest": digest, "run": run.settings()}
     except (AttributeError, KeyError, TypeError, ValueError):
         raise PicoGPTError(_("{file} does not describe a run that can go on (it is damaged or "
@@ -164,11 +169,11 @@ def write_checkpoint(part: Path, step: int, params: dict, state: dict, best: dic
     """Keep what resuming at step needs in part/checkpoint.npz, replacing the last one at once.
     best is {"step", "held_out", "params"}; its params are stored unless they are step's."""
     arrays = {f"params/{k}": a for k, a in flatten(params).items()}
-    for moment in ("m", "v") if "m" in state else ():
-        arrays |= {f"{moment}/{k}": a for k, a in flatten(state[moment]).items()}
+    trees = {key: tree for key, tree in state.items() if key != "step"}  # AdamW's m and v
+    arrays |= {f"optimizer/{k}": a for k, a in flatten(trees).items()}
     if best["step"] != step:
         arrays |= {f"best/{k}": a for k, a in flatten(best["params"]).items()}
-    about = {"step": step, "adam_step": state["step"], "best_step": best["step"],
+    about = {"step": step, "optimizer_step": state["step"], "best_step": best["step"],
              "best_held_out": best["held_out"], "curve": curve}
     tmp = part / f"checkpoint.tmp-{os.getpid()}.npz"
     try:
@@ -195,9 +200,12 @@ def read_checkpoint(part: Path) -> dict:
                     kind, name = key.split("/", 1)
                     trees.setdefault(kind, {})[name] = stored[key]
         params = nest(trees["params"])
-        state = {"step": about["adam_step"]}
-        if "m" in trees:
-            state |= {"m": nest(trees["m"]), "v": nest(trees["v"])}
+        if "optimizer_step" in about:
+            state = {"step": about["optimizer_step"], **nest(trees.get("optimizer", {}))}
+        else:  # the form before optimizers were values: AdamW's m/ and v/, and adam_step
+            state = {"step": about["adam_step"]}
+            if "m" in trees:
+                state |= {"m": nest(trees["m"]), "v": nest(trees["v"])}
         best = {"step": about["best_step"], "held_out": about["best_held_out"],
                 "params": nest(trees["best"]) if "best" in trees else params}
         return {"step": about["step"], "params": params, "state": state, "best": best,
@@ -243,7 +251,8 @@ def keep_in_part(part: Path, hparams: dict, params: dict, vocab_dir, files: dict
                 else:
                     write_json_atomic(part / name, value)
             write_params(part, flatten(params).items(), source=None)
-            write_json_atomic(part / "hparams.json", hparams)  # last: a model from here on
+            # last: a model from here on; as the kind declares its hparams (files/store.py too)
+            write_json_atomic(part / "hparams.json", kind_of(hparams).saved(hparams))
         return True
     except (OSError, PicoGPTError):
         (part / "hparams.json").unlink(missing_ok=True)

@@ -67,7 +67,7 @@ def score_couplet(text: str, loaded: LoadedModel, top: int, as_json: bool) -> No
 
 def refuse_explore(loaded: LoadedModel) -> None:
     """The explore page runs a GPT-2's text a token at a time: a couplet model is refused."""
-    if loaded.seq2seq:
+    if loaded.kind.seq2seq:
         raise PicoGPTError(_("the explore page steps through a GPT-2's text a token at a time; "
                              "{name} is a couplet model (an encoder-decoder): run it as picogpt "
                              "\"上句\" --model_size {name}, or see inside it with --explain "

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 
 from ..constraints import byte_level_refusal, check_verse, verse
 from ..errors import PicoGPTError, _, whole_number
-from ..files.loaded_model import load_model, seq2seq_first, vocabulary_first
+from ..files.loaded_model import kind_first, load_model, vocabulary_first
 from ..files.openai import MODEL_SIZES
 from ..generate import check_settings, generate, generate_samples, generate_steps
 from ..sampling import Sampling
@@ -104,7 +104,7 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
         raise PicoGPTError(_("--candidates and --explain show one sample; drop --n_samples."))
     if explain is not None:
         check_path(explain)
-    couplet = seq2seq_first(model_size, models_dir, hf)  # an encoder-decoder: no GPT-2 flags
+    couplet = kind_first(model_size, models_dir, hf).seq2seq  # an encoder-decoder: no GPT-2 flags
     if couplet:
         refuse_gpt_only({"acrostic": acrostic, "line": line, "rhyme": rhyme, "stop": stop,
                          "candidates": candidates, "ignore_end": ignore_end,
@@ -120,7 +120,7 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
     prompt = read_prompt(prompt, prompt_file)
     loaded = load_model(model_size, models_dir, base_url, hf)
     encoder, hparams, params, model = loaded.encoder, loaded.hparams, loaded.params, loaded.about()
-    if loaded.seq2seq:
+    if loaded.kind.seq2seq:
         first = first_of(prompt, loaded)  # a 上句 it cannot answer: one line, before any other
         if top_k is None and top_p is None and loaded.sampler:
             top_k, top_p = loaded.sampler.get("top_k"), loaded.sampler.get("top_p")
@@ -142,7 +142,7 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
               .format(temperature=temperature), file=sys.stderr)
     say_outside(encoder, prompt)
     input_ids, n_head = encoder.prompt_ids(prompt), hparams["n_head"]
-    constraint = verse(encoder, acrostic, line, len(params["wte"]), rhyme) if poem else None
+    constraint = verse(encoder, acrostic, line, loaded.n_vocab, rhyme) if poem else None
     settings = {"top_k": top_k, "top_p": top_p, "temperature": temperature, "seed": seed,
                 "repetition_penalty": repetition_penalty, "stop_at_end": not ignore_end,
                 "stop": stop, "encoder": encoder, "constraint": constraint}

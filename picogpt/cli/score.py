@@ -34,7 +34,7 @@ def score_text(prompt: str = "", stride: int | None = None, top: int = 0, json: 
     whole_number("top", top, 0)
     text = read_prompt(prompt, prompt_file)
     loaded = load_model(model_size, models_dir, base_url, hf)
-    if loaded.seq2seq:  # a 下句 given its 上句
+    if loaded.kind.seq2seq:  # a 下句 given its 上句
         return score_couplet(text, loaded, top, json)
     encoder, hparams, params, model = loaded.encoder, loaded.hparams, loaded.params, loaded.about()
     whole_number("top", top, 0, loaded.n_vocab)

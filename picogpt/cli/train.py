@@ -15,13 +15,14 @@ import shlex
 import sys
 import textwrap
 import uuid
-from dataclasses import MISSING, fields
+from dataclasses import MISSING, fields, replace
 from pathlib import Path
 
-from ..errors import PicoGPTError, _
+from ..errors import PicoGPTError, _, number
 from ..files.chinese_poetry import find_collection, simplifier
 from ..files.openai import read_encoder
 from ..files.poems import read_poems, read_text
+from ..optim import GROUPS, OPTIMIZERS
 from ..tasks import SHARED, Run, Task, couplet, induction, poems, text
 from .checkpoint import check_free, part_dir, read_run, training_lock
 from .command import run_command, said
@@ -85,7 +86,21 @@ SHARED_FLAGS = {
     "curve_every": (int | None, "every this many steps, measure the held-out loss, keep a "
                                 "checkpoint and print a sample; the curve is saved with the "
                                 "model as curve.json."),
+    "optimizer": (str | None, "how gradients become steps: adamw (the only one so far); its "
+                              "settings below are recorded in run.json."),
+    "weight_decay": (float | None, "how hard each step pulls the decayed weights towards 0, "
+                                   "apart from the gradient (0.1)."),
+    "decay": (object, "the parameter groups weight decay pulls, comma-separated, from matrices, "
+                      "embeddings, gains and biases (matrices,embeddings: every table and "
+                      "matrix, never a gain or a bias)."),
+    "beta1": (float | None, "how slowly the running mean of each gradient moves (0.9)."),
+    "beta2": (float | None, "how slowly the running mean of each squared gradient moves "
+                            "(0.95)."),
+    "eps": (float | None, "added to the root mean square before dividing by it (1e-8)."),
+    "clip": (float | None, "the largest norm of all the gradients together: a step whose "
+                           "gradients pass it is scaled down to it (none by default)."),
 }
+OPTIMIZER_FLAGS = ("optimizer", "weight_decay", "decay", "beta1", "beta2", "eps", "clip")
 
 
 def own_flags(task: Task) -> dict[str, object]:
@@ -149,7 +164,7 @@ def build_run(given: dict) -> tuple[Run, Task]:
     run = Run(task=name, name=given.get("name", task.model_name),
               models_dir=given.get("models_dir", "models"),
               text=None if text_path is None else str(Path(text_path).absolute()), **shared,
-              options=options)
+              options=options, optimizer=optimizer_of(given))
     check_run(run)
     task.check(run)
     check_memory(run.n_layer, run.n_head, run.n_embd, run.n_ctx, run.n_batch,
@@ -160,6 +175,41 @@ def build_run(given: dict) -> tuple[Run, Task]:
         if not run.options.traditional:
             simplifier()
     return run, task
+
+
+def optimizer_of(given: dict):
+    """The optimizer the flags describe, its defaults under the flags given, every setting
+    checked."""
+    name = given.get("optimizer", "adamw")
+    if name not in OPTIMIZERS:
+        raise PicoGPTError(_("optimizer={name!r} is not an optimizer picogpt knows; the "
+                             "optimizers are {names}.").format(name=name,
+                                                               names=", ".join(OPTIMIZERS)))
+    default = OPTIMIZERS[name]()
+    betas = (given.get("beta1", default.betas[0]), given.get("beta2", default.betas[1]))
+    for flag, beta in zip(("beta1", "beta2"), betas):
+        if not (isinstance(beta, int | float) and not isinstance(beta, bool) and 0 <= beta < 1):
+            raise PicoGPTError(_("{name}={value} must be a number from 0 up to, but not "
+                                 "including, 1.").format(name=flag, value=repr(beta)))
+    weight_decay = given.get("weight_decay", default.weight_decay)
+    if weight_decay != 0:
+        number("weight_decay", weight_decay, 0, hint=_("0 decays nothing"))
+    decay = given.get("decay", ",".join(default.decay))
+    if isinstance(decay, tuple | list):  # fire reads matrices,embeddings as a tuple
+        decay = ",".join(str(part) for part in decay)
+    groups = tuple(part.strip() for part in decay.split(",") if part.strip()) \
+        if isinstance(decay, str) else None
+    if groups is None or not set(groups) <= set(GROUPS):
+        raise PicoGPTError(_("decay={value} is not a list of parameter groups; give some of "
+                             "{groups}, comma-separated.").format(value=repr(decay),
+                                                                  groups=", ".join(GROUPS)))
+    clip = given.get("clip")
+    if clip is not None:
+        number("clip", clip, 0, hint=_("the largest gradient norm; leave it out to not clip"))
+    return replace(default, betas=tuple(float(b) for b in betas),
+                   eps=number("eps", given.get("eps", default.eps), 0),
+                   weight_decay=float(weight_decay), decay=groups,
+                   clip=None if clip is None else float(clip))
 
 
 def data_source(task: Task, given_text: str | None) -> str | None:

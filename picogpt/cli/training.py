@@ -18,6 +18,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from ..errors import PicoGPTError, _, reason
+from ..kinds import kind_of
 from ..tasks import Plan, Run
 from ..tasks.probes import best_heads
 from ..train import Diverged, Stopped, learn
@@ -74,7 +75,8 @@ def run_training(run: Run, plan: Plan, record: dict, resuming: bool) -> dict:
 
     try:
         learn(params, plan.batches, run.steps, run.lr, run.warmup, plan.loss_and_grads, curve,
-              run.curve_every, measure_at, state)
+              run.curve_every, measure_at, state, run.optimizer,
+              kind_of(plan.hparams).param_groups(plan.params))
     except Stopped as stop:
         stopped(run, plan, part, curve, kept, record, stop)
     except Diverged as diverged:
@@ -92,7 +94,7 @@ def run_training(run: Run, plan: Plan, record: dict, resuming: bool) -> dict:
 
 def stopped(run: Run, plan: Plan, part: Path, curve: dict, kept: dict, record: dict,
             stop: Stopped) -> None:
-    """After Ctrl-C: keep where training stopped (params and AdamW state) for --resume and the
+    """After Ctrl-C: keep where training stopped (params and optimizer state) for --resume and the
     best model so far under its name, and raise KeyboardInterrupt with the line that says so."""
     if kept["best"] is None:
         shutil.rmtree(part, ignore_errors=True)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..encoder import Encoder
 from ..errors import PicoGPTError, _
+from ..kinds import Kind, kind_of
 from ..wordpiece import WordPiece
 from .folder_vocab import read_vocab
 from .hf import load_hf
@@ -21,44 +22,47 @@ SAMPLER = "sampler.json"  # a trained model's sampler, the one its task recommen
 class LoadedModel:
     """A model ready to run: encoder, hparams and params, and what it is, for messages and pages.
 
-    kind is "released" (one of OpenAI's sizes), "trained" (a folder picogpt.train wrote) or "hf"
-    (a Hugging Face folder or hub id); random is True for weights drawn at random, which no
+    kind is its row of the table of model kinds (kinds.py), read once from its hparams as the
+    folder loaded: every question about the model's architecture asks it. source is where it
+    came from: "released" (one of OpenAI's sizes), "trained" (a folder picogpt.train wrote) or
+    "hf" (a Hugging Face folder or hub id); random is True for weights drawn at random, which no
     page may call GPT-2."""
 
     encoder: Encoder | WordPiece
     hparams: dict
     params: dict
     name: str
-    kind: str
+    source: str
     where: str
     random: bool = False
     sampler: dict = field(default_factory=dict)  # the sampler it writes best with, if it says
+    kind: Kind = field(default=None)  # kind_of(hparams) when not given
+
+    def __post_init__(self):
+        if self.kind is None:
+            object.__setattr__(self, "kind", kind_of(self.hparams))
 
     @property
     def n_vocab(self) -> int:
-        """Tokens the model can give: wte's rows (an encoder-decoder's table's), never more than
-        the vocabulary holds."""
-        return (self.params["wte"] if "wte" in self.params else self.params["embed"]).shape[0]
+        """Tokens the model can give: its table's rows (GPT-2's wte), never more than the
+        vocabulary holds."""
+        return self.kind.n_vocab(self.params)
 
     @property
     def n_ctx(self) -> int:
         """The longest context: wpe's rows (an encoder-decoder's own n_ctx: its positions are
         sinusoids, not a table)."""
-        return self.params["wpe"].shape[0] if "wpe" in self.params else self.hparams["n_ctx"]
-
-    @property
-    def seq2seq(self) -> bool:
-        """Whether it is the 2017 encoder-decoder (a couplet model), not a GPT-2."""
-        return self.hparams.get("model") == "transformer"
+        return self.kind.n_ctx(self.hparams, self.params)
 
     @property
     def n_head(self) -> int:
         return self.hparams["n_head"]
 
     def about(self) -> dict:
-        """What the pages show of the model: its name, kind, place, shape and limits."""
+        """What the pages show of the model: its name, where it came from (as "kind", the name the
+        pages read it by), place, shape and limits."""
         shape = {key: self.hparams[key] for key in ("n_layer", "n_head", "n_embd")}
-        return {"name": self.name, "kind": self.kind, "where": self.where,
+        return {"name": self.name, "kind": self.source, "where": self.where,
                 "random": self.random, "n_vocab": self.n_vocab, "n_ctx": self.n_ctx,
                 "sampler": self.sampler, **shape}
 
@@ -76,10 +80,10 @@ def load_model(model_size: str = "124M", models_dir: str = "models", base_url: s
                            (folder / RANDOM_WEIGHTS).is_file())
     encoder, hparams, params = load_encoder_hparams_and_params(model_size, models_dir, base_url)
     folder = Path(models_dir) / model_size
-    kind = "released" if model_size in MODEL_SIZES else "trained"
-    return LoadedModel(encoder, hparams, params, model_size, kind, str(folder),
+    source = "released" if model_size in MODEL_SIZES else "trained"
+    return LoadedModel(encoder, hparams, params, model_size, source, str(folder),
                        (folder / RANDOM_WEIGHTS).is_file(),
-                       read_sampler(folder) if kind == "trained" else {})
+                       read_sampler(folder) if source == "trained" else {})
 
 
 def read_sampler(folder: Path) -> dict:
@@ -107,10 +111,13 @@ def vocabulary_first(model_size: str, models_dir: str,
     return None
 
 
-def seq2seq_first(model_size: str, models_dir: str, hf: str | None) -> bool:
-    """Whether the model a command names is an encoder-decoder (a couplet model): its folder's
-    hparams.json says so, read without its weights."""
+def kind_first(model_size: str, models_dir: str, hf: str | None) -> Kind:
+    """The kind of the model a command names, read from its folder's hparams.json without its
+    weights (so flags the kind cannot take are refused first): GPT-2 for one of OpenAI's sizes
+    and a Hugging Face model, and for a folder whose hparams.json cannot be read (loading it
+    then says why)."""
     if hf is not None or model_size in MODEL_SIZES:
-        return False
+        return kind_of({})
     hparams = read_json(Path(models_dir) / model_size / "hparams.json")
-    return isinstance(hparams, dict) and hparams.get("model") == "transformer"
+    return kind_of(hparams if isinstance(hparams, dict) else {},
+                   str(Path(models_dir) / model_size / "hparams.json"), _("Train the model again."))

@@ -12,9 +12,9 @@ fortunes-zh is GPL-3.0-or-later: picogpt reads it where Debian installs it and n
 import re
 from pathlib import Path
 
+from ..chars import paragraphs
 from ..errors import PicoGPTError, _, reason
-from ..tasks.poems import PUNCTUATION
-from ..tasks.text import paragraphs
+from ..verse import PUNCTUATION
 from ..wordpiece import is_chinese
 from .chinese_poetry import read_chinese_poetry
 
@@ -110,7 +110,8 @@ def read_text(text_file: str) -> str:
 
 
 def read_paragraphs(text: str) -> list[str]:
-    """A text's paragraphs (tasks/text.py's one rule), each a poem or passage, once each."""
+    """A text's paragraphs (chars.py's one rule, the text task's), each a poem or passage, once
+    each."""
     return unique([part.strip() for part in paragraphs(text)])
 
 

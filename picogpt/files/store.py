@@ -35,7 +35,8 @@ import numpy as np
 from tqdm import tqdm
 
 from ..errors import PicoGPTError, _, reason
-from .params import HPARAMS, SEQ2SEQ, finite, flatten
+from ..kinds import kind_of
+from .params import finite, flatten
 
 # Version of params/. 2 stores linear weights column-major: the same [n_in, n_out] shape and
 # values, but x @ w then runs OpenBLAS's faster dot-product kernel (docs/performance.md). 3
@@ -242,8 +243,7 @@ def save_model(model_dir: Path, hparams: dict[str, int], params: dict, vocab_dir
         tmp.mkdir(parents=True)
         for name in ("encoder.json", "vocab.bpe") if vocab_dir is not None else ():
             shutil.copyfile(vocab_dir / name, tmp / name)
-        write_json_atomic(tmp / "hparams.json", {key: hparams[key] for key in (*HPARAMS, *SEQ2SEQ)
-                                                 if key in hparams})
+        write_json_atomic(tmp / "hparams.json", kind_of(hparams).saved(hparams))
         write_params(tmp, flatten(params).items(), source=None)
         for name, value in (extra or {}).items():
             if isinstance(value, str):  # a vocabulary's text file, such as vocab.txt

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from ..generate import generate
+from ..optim import AdamW
 
 # The settings every task shares, as a Run holds them after the task's own (`options`)
 SHARED = ("n_layer", "n_head", "n_embd", "n_ctx", "n_batch", "steps", "lr", "warmup", "seed",
@@ -46,16 +47,21 @@ class Run:
     seed: int
     curve_every: int
     options: Any  # the task's Options
+    optimizer: Any = field(default_factory=AdamW)  # an optimizer of optim.py, with its settings
 
     def settings(self) -> dict:
-        """The run as run.json keeps it: every setting, the task's own inside "options"."""
-        return {**{f.name: getattr(self, f.name) for f in fields(self) if f.name != "options"},
-                "options": asdict(self.options)}
+        """The run as run.json keeps it: every setting, the task's own inside "options", the
+        optimizer's inside "optimizer"."""
+        return {**{f.name: getattr(self, f.name) for f in fields(self)
+                   if f.name not in ("options", "optimizer")},
+                "options": asdict(self.options), "optimizer": self.optimizer.settings()}
 
     def flat(self) -> dict:
-        """The run as curve.json keeps it: every setting side by side, the task's own too."""
-        return {**{f.name: getattr(self, f.name) for f in fields(self) if f.name != "options"},
-                **asdict(self.options)}
+        """The run as curve.json keeps it: every setting side by side, the task's own too, and
+        the optimizer's settings under "optimizer"."""
+        return {**{f.name: getattr(self, f.name) for f in fields(self)
+                   if f.name not in ("options", "optimizer")},
+                **asdict(self.options), "optimizer": self.optimizer.settings()}
 
 
 @dataclass

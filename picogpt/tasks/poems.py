@@ -21,10 +21,10 @@ from ..chars import Chars, count_chars
 from ..errors import PicoGPTError, _, whole_number
 from ..inside import last_break_score, previous_line_score, rhyme_score, trace
 from ..train import batches, gpt2_step, held_out_loss, init_params
+from ..verse import PUNCTUATION
 from . import Plan, Run, Task, continuation
 from .ngram import bigram_loss, unigram_loss
 
-PUNCTUATION = "，。？！；："  # what ends a 句 in classical verse
 # Goals and reference runs, by the corpus a run read: how far under the bigram model the
 # held-out loss must be (nats per character) and the share of 句 that must keep the prompt's
 # length; and the range docs/poems.md reports for the default recipe (seeds 0, 1, 2)

@@ -10,13 +10,12 @@ measured. The held-out loss is read beside the unigram and bigram models' (ngram
 """
 
 import hashlib
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from ..chars import Chars, count_chars
+from ..chars import Chars, count_chars, paragraphs
 from ..encoder import N_VOCAB, Encoder
 from ..errors import PicoGPTError, _, whole_number
 from ..merges import N_BYTES, bpe_files, learn_merges
@@ -29,7 +28,6 @@ from .probes import copy_probes, measure_copies
 # neither trained on nor measured): on GPT-2's vocabulary, about a second of a CPU.
 HELD_OUT_TOKENS = 4096
 # Where a text of one line is cut into sentences: after an end mark and the spaces that follow
-SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|(?<=[。！？])")
 
 
 @dataclass(frozen=True)
@@ -63,22 +61,6 @@ class Text:
     def digest(self) -> str:
         """What a resumed run checks: the text is the one the run began with."""
         return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
-
-
-def paragraphs(text: str) -> list[str]:
-    """The one rule that cuts a text (or a file of poems) into paragraphs: the pieces between
-    blank lines; with no blank line, its lines (a text of one poem a line); with one line, its
-    sentences; with one sentence, its first nine tenths and its last tenth."""
-    text = text.replace("\r\n", "\n")
-    parts = [part.strip("\n") for part in re.split(r"\n[ \t\r]*\n", text) if part.strip()]
-    if len(parts) < 2:
-        parts = [line for line in text.split("\n") if line.strip()]
-    if len(parts) < 2:
-        parts = [part for part in SENTENCE_END.split(text.strip()) if part.strip()]
-    if len(parts) < 2 and len(text.strip()) >= 10:
-        cut = len(text.strip()) * 9 // 10
-        parts = [text.strip()[:cut], text.strip()[cut:]]
-    return parts
 
 
 def hold_out(parts: list[str], every: int = 10) -> tuple[list[str], list[str]]:

@@ -1,11 +1,12 @@
-"""Training a small GPT-2 in NumPy: initial weights, AdamW, the schedule, batches, the loop.
+"""Training a small GPT-2 in NumPy: initial weights, the schedule, batches, the loop.
 
 The gradients come from fasttrain.py's `loss_and_grads` (backward.py's, in fewer passes over
-memory; tests hold the two equal); this module learns with them: GPT-2's initial weights, one
-AdamW step, the learning rate at each step, random windows of a text's ids, the loop with its
-progress bar, and the loss on held-out text. What a model learns from (a text, random runs,
-poems) is a task's (picogpt/tasks/); the command that reads the data and writes a model folder,
-`python -m picogpt.train`, is picogpt/cli/train.py, which this package's __main__.py runs.
+memory; tests hold the two equal); this module learns with them and an optimizer (optim.py,
+AdamW by default): GPT-2's initial weights, the learning rate at each step, random windows of a
+text's ids, the loop with its progress bar, and the loss on held-out text. What a model learns
+from (a text, random runs, poems) is a task's (picogpt/tasks/); the command that reads the data
+and writes a model folder, `python -m picogpt.train`, is picogpt/cli/train.py, which this
+package's __main__.py runs.
 
     python -m picogpt.train book.txt --name mine --steps 600
     picogpt "Once upon a time" --model_size mine
@@ -23,16 +24,8 @@ from ..encoder import N_VOCAB
 from ..errors import _
 from ..fasttrain import loss_and_grads
 from ..model import gpt2
-
-
-def tree_map(f, *trees):
-    """f applied to the arrays of nested dicts and lists of the same structure (params, grads)."""
-    first = trees[0]
-    if isinstance(first, dict):
-        return {key: tree_map(f, *(tree[key] for tree in trees)) for key in first}
-    if isinstance(first, list):
-        return [tree_map(f, *parts) for parts in zip(*trees)]
-    return f(*trees)
+from ..optim import AdamW, adamw, leaf_groups  # noqa: F401 (adamw: the one-step face)
+from ..tree import tree_map  # noqa: F401 (its name here since the first training)
 
 
 def init_params(hparams: dict, rng: np.random.Generator) -> dict:
@@ -59,28 +52,6 @@ def init_params(hparams: dict, rng: np.random.Generator) -> dict:
                                 "c_proj": linear(4 * n_embd, n_embd, residual)}}
                        for _ in range(n_layer)],
             "ln_f": norm()}
-
-
-def adamw(params: dict, grads: dict, state: dict, lr: float, betas=(0.9, 0.95),
-          eps: float = 1e-8, weight_decay: float = 0.1) -> tuple[dict, dict]:
-    """One AdamW step: new params and optimiser state. Start from state = {"step": 0}.
-
-    Adam moves each weight by its gradient's running mean over the running root mean square,
-    so every weight takes steps of about lr. Weight decay pulls matrices (not biases or gains)
-    towards 0, apart from the gradient, as GPT-2-style training does (betas as nanoGPT's)."""
-    b1, b2 = betas
-    step = state["step"] + 1
-    if "m" not in state:  # the running means start at 0 (made here, not as a .get default,
-        zeros = tree_map(np.zeros_like, grads)  # which would build them on every step)
-        state = {**state, "m": zeros, "v": zeros}
-    m = tree_map(lambda m, g: b1 * m + (1 - b1) * g, state["m"], grads)
-    v = tree_map(lambda v, g: b2 * v + (1 - b2) * (g * g), state["v"], grads)
-
-    def update(p, m, v):  # the 1 - b**step terms undo the running means' start at 0
-        decay = weight_decay if p.ndim == 2 else 0.0
-        return p - lr * ((m / (1 - b1**step)) / (np.sqrt(v / (1 - b2**step)) + eps) + decay * p)
-
-    return tree_map(update, params, m, v), {"step": step, "m": m, "v": v}
 
 
 def learning_rate(step: int, steps: int, lr: float, warmup: int) -> float:
@@ -123,7 +94,7 @@ def repeated_window(n: int, n_vocab: int, rng: np.random.Generator) -> np.ndarra
     return window
 
 class Stopped(KeyboardInterrupt):
-    """Ctrl-C during learn: the step it stopped at, and the params and AdamW state there (the
+    """Ctrl-C during learn: the step it stopped at, and the params and optimizer state there (the
     state of a step is replaced whole, so a stop never leaves half an update)."""
 
     def __init__(self, step: int, params: dict, state: dict):
@@ -146,15 +117,19 @@ def gpt2_step(n_head: int):
 
 
 def learn(params: dict, batches, steps: int, lr: float, warmup: int, step, curve: dict,
-          curve_every: int, measure_at=None, state: dict | None = None) -> tuple[dict, float]:
-    """The training loop: steps of AdamW on the batches at the schedule's rate, with step(batch,
-    params) -> (loss, grads) (`gpt2_step` for a GPT-2); the loss of each step added to
-    curve["loss"], and measure_at(step, params, state) every curve_every steps and after the
-    last (the command measures, prints and keeps a checkpoint there; it returns what the progress
-    bar shows). state is AdamW's to go on from (a stopped run's: its "step" is where the loop
-    starts), or None to start. Returns the params and the last step's loss. Ctrl-C raises
-    Stopped, a loss that runs away Diverged."""
+          curve_every: int, measure_at=None, state: dict | None = None, optimizer=None,
+          groups: dict | None = None) -> tuple[dict, float]:
+    """The training loop: steps of the optimizer (AdamW's defaults if None) on the batches at
+    the schedule's rate, with step(batch, params) -> (loss, grads) (`gpt2_step` for a GPT-2); the
+    loss of each step added to curve["loss"], and measure_at(step, params, state) every
+    curve_every steps and after the last (the command measures, prints and keeps a checkpoint
+    there; it returns what the progress bar shows). state is the optimizer's to go on from (a
+    stopped run's: its "step" is where the loop starts), or None to start; groups the model
+    kind's parameter groups (kinds.py; by leaf name if None). Returns the params and the last
+    step's loss. Ctrl-C raises Stopped, a loss that runs away Diverged."""
     state, shown = state or {"step": 0}, {}
+    optimizer = optimizer or AdamW()
+    groups = groups or leaf_groups(params)
     bar = tqdm(zip(range(state["step"], steps), batches), total=steps, initial=state["step"],
                desc=_("picogpt: training"), unit="step", file=sys.stderr)
     # a loss that runs away overflows float32 on its way (warnings a learner cannot act on);
@@ -169,7 +144,7 @@ def learn(params: dict, batches, steps: int, lr: float, warmup: int, step, curve
                 if not math.isfinite(loss) or loss > 2 * first:
                     raise Diverged(step_number, loss, first)
                 rate = learning_rate(step_number, steps, lr, warmup)
-                params, state = adamw(params, grads, state, rate)
+                params, state = optimizer.step(params, grads, state, rate, groups)
                 curve["loss"].append(round(loss, 4))
                 bar.set_postfix(shown | {_("loss"): f"{loss:.3f}"})
             bar.close()

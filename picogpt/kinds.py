@@ -1,0 +1,239 @@
+"""The table of model kinds: each kind of model picogpt runs and trains is one record here, as
+each training task is one row of TASKS.
+
+    gpt2         GPT-2 (model.py, fast.py, kvcache.py, inside.py; backward.py and fasttrain.py)
+    transformer  the 2017 encoder-decoder of the couplet task (the package transformer/)
+
+A model folder's hparams.json names its kind: {"model": "transformer", ...}. No "model" is GPT-2,
+as in every folder written before the table (OpenAI's hparams.json has none). `kind_of` reads it,
+once, when a folder loads; everything after asks the record: which hparams the kind has and how
+they are checked, the shape of every weight, the first weights, the forward pass (logits), the
+loss and its gradients, the trace, one decoding step, and the parameter groups an optimizer
+treats apart (optim.py), named by tree.py's flat names.
+
+A new kind is one package of the book named for it (picogpt/llama/, say) and one entry in KINDS.
+Nothing here reads a file or prints.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import fasttrain, inside, kvcache
+from .errors import N_, PicoGPTError, _
+from .model import gpt2
+from .optim import leaf_groups
+from .train import init_params as gpt2_init
+from .transformer import backward as transformer_backward
+from .transformer import decode, encode, logits, padding_mask, tables
+from .transformer import init_params as transformer_init
+from .transformer import inside as transformer_inside
+
+
+def whole(value: Any) -> bool:
+    """A whole number from 1 up (a bool is not one)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def flag(value: Any) -> bool:
+    """True or False."""
+    return isinstance(value, bool)
+
+
+def positive(value: Any) -> bool:
+    """A number above 0 (a bool is not one)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+
+
+# What each check asks for, as the error line names it
+ASKS = {whole: N_("positive integers"), flag: N_("true or false"),
+        positive: N_("positive numbers")}
+
+
+def heads_fit(hparams: dict, source: str, fix: str) -> None:
+    """Raise unless n_embd splits into n_head heads of d_head = n_embd / n_head."""
+    if hparams["n_embd"] % hparams["n_head"]:
+        raise PicoGPTError(_("{source}: n_embd={n_embd} is not a multiple of n_head={n_head}; "
+                             "{fix}.").format(source=source, n_embd=hparams["n_embd"],
+                                              n_head=hparams["n_head"], fix=fix))
+
+
+@dataclass(frozen=True, repr=False)
+class Kind:
+    """One kind of model: what its hparams hold, its weights' shapes, and its functions.
+
+    The functions take the params and the hparams whole, so every kind is called alike:
+    forward(inputs, params, hparams) -> logits; loss_and_grads(batch, params, hparams) -> (loss,
+    grads in params' structure); trace(inputs, params, hparams, names) -> (logits, {name:
+    value}); decode_step(ids, params, hparams, state) -> the next token's logits, where state is
+    what the kind carries from step to step (GPT-2: its KVCache; the encoder-decoder: the
+    encoder's memory); init(hparams, rng) -> params; param_groups(params) -> {"matrices",
+    "embeddings", "gains", "biases"}: lists of flat names."""
+
+    name: str  # hparams.json's "model"; "gpt2" is written as no "model" at all
+    title: str  # how a message names it
+    hparams: dict[str, Callable[[Any], bool]]  # each key hparams.json holds, and its check
+    shapes: Callable[[dict], dict[str, tuple[int, ...]]]  # hparams -> {flat name: shape}
+    stacks: dict[str, str]  # an hparam that counts blocks -> the flat prefix of those blocks
+    init: Callable[[dict, np.random.Generator], dict]
+    forward: Callable
+    loss_and_grads: Callable
+    trace: Callable
+    decode_step: Callable
+    param_groups: Callable[[dict], dict[str, list[str]]]
+    n_vocab: Callable[[dict], int]  # params -> the tokens the model can give
+    n_ctx: Callable[[dict, dict], int]  # (hparams, params) -> its longest context
+    fits: Callable[[dict, str, str], None] = heads_fit  # checks across keys: (hparams, source, fix)
+    # (hparams, params, n_vocab) -> both cut to a vocabulary of n_vocab tokens, for a kind whose
+    # table may be padded past its tokenizer; unset, they stay as they are
+    fit_vocabulary: Callable | None = None
+    seq2seq: bool = False  # reads a source and writes a target (a couplet model), not a text
+
+    def __repr__(self) -> str:
+        return f"Kind({self.name!r})"
+
+    def saved(self, hparams: dict) -> dict:
+        """hparams as this kind's hparams.json holds them: its "model" (none for GPT-2), then
+        each of its keys; any other key is not the kind's and is left out."""
+        named = {} if self.name == "gpt2" else {"model": self.name}
+        return named | {key: hparams[key] for key in self.hparams if key in hparams}
+
+    def checked(self, hparams: dict, source: str, fix: str,
+                names: tuple[str, ...] | None = None) -> dict:
+        """hparams (read from source) checked to hold each of this kind's keys as its check asks,
+        and to fit together: the kind's own hparams, or PicoGPTError naming source, the keys (as
+        source calls them: names, in the order of the kind's keys) and fix."""
+        called = dict(zip(self.hparams, names or self.hparams))
+        if not all(check(hparams.get(key)) for key, check in self.hparams.items()):
+            asks = {}  # what each check asks for -> the keys it checks, in the kind's order
+            for key, check in self.hparams.items():
+                asks.setdefault(ASKS[check], []).append(called[key])
+            needs = "; ".join(_(ask) + " " + ", ".join(keys) for ask, keys in asks.items())
+            raise PicoGPTError(_("{source} is not {kind} hparams (it needs {needs}); {fix}.")
+                               .format(source=source, kind=self.title, needs=needs, fix=fix))
+        self.fits(hparams, source, fix)
+        return self.saved(hparams)
+
+
+def kind_of(hparams: dict, source: str = "hparams", fix: str = "") -> Kind:
+    """The kind hparams name ("model"; none is GPT-2), or PicoGPTError naming the kinds."""
+    name = hparams.get("model", "gpt2") if isinstance(hparams, dict) else "gpt2"
+    if not isinstance(name, str) or name not in KINDS:
+        raise PicoGPTError(_("{source} names a kind of model picogpt does not know (model "
+                             "{model!r}); picogpt knows {kinds}. {fix}").format(
+            source=source, model=name, kinds=", ".join(KINDS), fix=fix).strip())
+    return KINDS[name]
+
+
+# GPT-2 ---------------------------------------------------------------------------------------
+
+def gpt2_shapes(hparams: dict[str, int]) -> dict[str, tuple[int, ...]]:
+    """The flat name and shape of every tensor a GPT-2 with these hparams has."""
+    n_embd = hparams["n_embd"]
+    block = {"ln_1.g": (n_embd,), "ln_1.b": (n_embd,), "ln_2.g": (n_embd,), "ln_2.b": (n_embd,),
+             "attn.c_attn.w": (n_embd, 3 * n_embd), "attn.c_attn.b": (3 * n_embd,),
+             "attn.c_proj.w": (n_embd, n_embd), "attn.c_proj.b": (n_embd,),
+             "mlp.c_fc.w": (n_embd, 4 * n_embd), "mlp.c_fc.b": (4 * n_embd,),
+             "mlp.c_proj.w": (4 * n_embd, n_embd), "mlp.c_proj.b": (n_embd,)}
+    return {"wte": (hparams["n_vocab"], n_embd), "wpe": (hparams["n_ctx"], n_embd),
+            "ln_f.g": (n_embd,), "ln_f.b": (n_embd,),
+            **{f"h{i}.{name}": shape for i in range(hparams["n_layer"])
+               for name, shape in block.items()}}
+
+
+def gpt2_fit_vocabulary(hparams: dict, params: dict, n_vocab: int) -> tuple[dict, dict]:
+    """hparams and params with wte cut to the vocabulary's n_vocab rows. A model padded past its
+    tokenizer (nanoGPT pads GPT-2's vocabulary to 50,304 rows, a multiple of 64, for speed)
+    then never gives an id its vocabulary lacks; the rows cut were never a token's."""
+    params = {"blocks": [], **params}  # a GPT-2 always has its list of blocks, even an empty one
+    if params["wte"].shape[0] <= n_vocab:
+        return hparams, params
+    return {**hparams, "n_vocab": n_vocab}, {**params, "wte": params["wte"][:n_vocab]}
+
+
+GPT2 = Kind(
+    name="gpt2", title="GPT-2",
+    hparams={key: whole for key in ("n_vocab", "n_ctx", "n_embd", "n_head", "n_layer")},
+    shapes=gpt2_shapes, stacks={"n_layer": ""}, init=gpt2_init,
+    forward=lambda ids, params, hparams: gpt2(ids, **params, n_head=hparams["n_head"]),
+    loss_and_grads=lambda batch, params, hparams: fasttrain.loss_and_grads(
+        *batch, params, hparams["n_head"]),
+    trace=lambda ids, params, hparams, names=None: inside.trace(ids, params, hparams["n_head"],
+                                                                names),
+    decode_step=lambda ids, params, hparams, cache: kvcache.decode_step(
+        ids, params, hparams["n_head"], cache),
+    param_groups=leaf_groups,
+    n_vocab=lambda params: params["wte"].shape[0],
+    n_ctx=lambda hparams, params: params["wpe"].shape[0],
+    fit_vocabulary=gpt2_fit_vocabulary)
+
+
+# The 2017 encoder-decoder ---------------------------------------------------------------------
+
+NO_PAD = -1  # no id is -1: the couplet task's sources and targets are never padded
+NORM_FIRST = True  # as the couplet task trains, when hparams do not say
+
+
+def seq2seq_shapes(hparams: dict) -> dict[str, tuple[int, ...]]:
+    """The flat name and shape of every tensor of the 2017 encoder-decoder with these hparams,
+    as transformer.init_params makes it (one table, "embed"; d_ff = 4 * n_embd)."""
+    d = hparams["n_embd"]
+    linear = {"w": (d, d), "b": (d,)}
+    attn = {f"{part}.{key}": shape for part in ("q", "k", "v", "c_proj")
+            for key, shape in linear.items()}
+    norm = {"g": (d,), "b": (d,)}
+    mlp = {"mlp.c_fc.w": (d, 4 * d), "mlp.c_fc.b": (4 * d,), "mlp.c_proj.w": (4 * d, d),
+           "mlp.c_proj.b": (d,)}
+
+    def block(kinds: tuple[str, ...], norms: int) -> dict:
+        return {**{f"{kind}.{k}": v for kind in kinds for k, v in attn.items()},
+                **{f"ln_{i}.{k}": v for i in range(1, norms + 1) for k, v in norm.items()}, **mlp}
+
+    shapes = {"embed": (hparams["n_vocab"], d)}
+    for stack, n, kinds in (("encoder", hparams["n_layer"], ("attn",)),
+                            ("decoder", hparams["n_dec_layer"], ("attn", "cross_attn"))):
+        shapes |= {f"{stack}.h{i}.{name}": shape for i in range(n)
+                   for name, shape in block(kinds, len(kinds) + 1).items()}
+        shapes |= {f"{stack}.ln_f.{k}": v for k, v in norm.items()}
+    return shapes
+
+
+def seq2seq_forward(inputs: tuple, params: dict, hparams: dict) -> np.ndarray:
+    """The decoder's logits [..., n_tgt, n_vocab] for (source ids, target ids so far)."""
+    src, tgt = (np.asarray(ids) for ids in inputs)
+    n_head, norm_first = hparams["n_head"], hparams.get("norm_first", NORM_FIRST)
+    memory = encode(src, params, n_head, NO_PAD, norm_first)
+    return logits(decode(tgt, memory, params, n_head, NO_PAD, padding_mask(src, NO_PAD),
+                         norm_first), params)
+
+
+def seq2seq_step(tgt_ids, params: dict, hparams: dict, memory: np.ndarray) -> np.ndarray:
+    """The next token's logits [..., n_vocab] after the target so far, given the encoder's memory
+    (the decoder keeps no cache: it reads the whole target again)."""
+    n_head, norm_first = hparams["n_head"], hparams.get("norm_first", NORM_FIRST)
+    no_mask = np.zeros((1, memory.shape[-2]), np.float32)  # [1, n_src]: nothing is padding
+    out = decode(np.asarray(tgt_ids), memory, params, n_head, NO_PAD, no_mask, norm_first)
+    return logits(out[..., -1, :], params)
+
+
+TRANSFORMER = Kind(
+    name="transformer", title="Transformer (2017)",
+    hparams={**{key: whole for key in ("n_vocab", "n_ctx", "n_embd", "n_head", "n_layer",
+                                       "n_dec_layer")}, "norm_first": flag},
+    shapes=seq2seq_shapes, stacks={"n_layer": "encoder.", "n_dec_layer": "decoder."},
+    init=transformer_init, forward=seq2seq_forward,
+    loss_and_grads=lambda batch, params, hparams: transformer_backward.loss_and_grads(
+        *batch, params, hparams["n_head"], NO_PAD, hparams.get("norm_first", NORM_FIRST)),
+    trace=lambda inputs, params, hparams, names=None: transformer_inside.trace_seq2seq(
+        *inputs, params, hparams, names=names),
+    decode_step=seq2seq_step, param_groups=leaf_groups,
+    n_vocab=lambda params: tables(params)[1].shape[0],
+    n_ctx=lambda hparams, params: hparams["n_ctx"],  # sinusoids: no table bounds it
+    seq2seq=True)
+
+
+# The table: hparams.json's "model" -> its kind
+KINDS: dict[str, Kind] = {"gpt2": GPT2, "transformer": TRANSFORMER}
+
