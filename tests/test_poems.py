@@ -323,3 +323,19 @@ def test_the_closing_line_names_the_row_of_the_nearest_corpus():
         "This run (3,000,000 characters): 5.000, 0.200 under its bigram, rhyme 25%.")
     assert "is fortunes-zh (" in poems.normal({**curve, "characters": 150_000},
                                               {"form": {"skipped": "pypinyin"}})
+
+
+def test_the_closing_lines_in_chinese_point_to_the_chinese_page_with_no_space_before_the_paren():
+    """Issue 62: the Chinese run's last line named docs/poems.md (the English page), and a
+    share read 「99% （目标」."""
+    from picogpt.errors import speaking
+
+    curve = {"characters": 3_000_000, "best": {"held_out": 5.0, "step": 9},
+             "baselines": {"unigram": 6.4, "bigram": 5.2}}
+    with speaking("zh"):
+        said = poems.normal(curve, {"form": {"model": {"rhyme": 0.25}}})
+        share = poems.goal_text(0.99, poems.GOALS["chinese-poetry"], "rhyme")
+    assert "docs/zh/poems.md" in said
+    assert share.startswith("（目标 ≥ 50%）✓"), share
+    assert poems.goal_text(0.99, poems.GOALS["chinese-poetry"], "rhyme").startswith(
+        " (goal ≥ 50%) ✓")  # English keeps its space
