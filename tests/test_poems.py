@@ -4,8 +4,10 @@ in the test, the kept-length share, and a CI-sized run whose held-out loss beats
 baseline."""
 
 import json
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -339,3 +341,18 @@ def test_the_closing_lines_in_chinese_point_to_the_chinese_page_with_no_space_be
     assert share.startswith("（目标 ≥ 50%）✓"), share
     assert poems.goal_text(0.99, poems.GOALS["chinese-poetry"], "rhyme").startswith(
         " (goal ≥ 50%) ✓")  # English keeps its space
+
+
+@pytest.mark.parametrize("page, command, stopping", [
+    ("couplet.md", "## The command", None), ("zh/couplet.md", "## 命令", None),
+    ("poems.md", "## The command", "## Stopping and going on: Ctrl-C and `--resume`"),
+    ("zh/poems.md", "## 训练命令", "## 中途停下与继续：Ctrl-C 和 `--resume`")])
+def test_the_verse_pages_say_what_to_run_before_any_measurement(page, command, stopping):
+    """Issue 62: a beginner meets what to run and what it prints first, the tables after; the
+    poems pages say how Ctrl-C and --resume work before their first table."""
+    text = (Path(__file__).parent.parent / "docs" / page).read_text(encoding="utf-8")
+    sections = re.findall(r"^## .*$", text, flags=re.M)
+    first_table = text.index("\n|---")
+    assert sections[0] == command and text.index(command) < first_table
+    if stopping:
+        assert stopping in sections and text.index(stopping) < first_table
