@@ -44,7 +44,7 @@ def fastest(step, batch, params: dict, counts: list[int], rounds: int = ROUNDS,
     """The count whose steps took least, and each count's seconds a step (the median of its
     rounds, so that one step slowed by other work does not decide)."""
     spent: dict[int, list[float]] = {count: [] for count in counts}
-    with threadpool_limits(counts[-1], user_api="blas"):
+    with threadpool_limits(counts[0], user_api="blas"):  # one thread: cheapest when busy
         step(batch, params)  # untimed: the first step's allocations are not the count's
     for _round, count in itertools.product(range(rounds), counts):
         with threadpool_limits(count, user_api="blas"):
