@@ -3,7 +3,8 @@
 It holds `masked` (every token a constraint forbids gets a logit of -inf), `Alphabet` (which
 tokens of a vocabulary are one Chinese character, and which are ，。 and a line break, read once
 per vocabulary from its own decode) and `Verse`, the form of a poem: lines of a fixed length
-(`--line 5` is 五言, `--line 7` is 七言), an acrostic (藏头诗, `--acrostic 春夏秋冬`) and a rhyme
+(`--line 5` is 五言, `--line 7` is 七言), a number of lines (`--lines 4`, a 绝句; 8, a 律诗), an
+acrostic (藏头诗, `--acrostic 春夏秋冬`) and a rhyme
 (`--rhyme`: each 下句 ends on a character of the first 下句's rhyme group, with `rhymes`, the
 table of each token's group, read once per vocabulary by verse.py's judge, 十三辙).
 
@@ -16,7 +17,8 @@ A poem is counted this way. A line (句) is its characters and one punctuation m
 ，and 。 in turn (a couplet, 联), and a line break follows each 。 when the vocabulary has one
 (a character vocabulary does; BERT's WordPiece has none). With an acrostic, line i starts with
 its i-th character, one hidden character a line as in a classical 藏头诗, and the poem ends
-after the last line, with 。 whatever its place. With a rhyme, the lines that end in 。 (the
+after the last line, with 。 whatever its place; --lines ends it after that many lines the same
+way. With a rhyme, the lines that end in 。 (the
 second, fourth ...: the 下句) end on a character that pypinyin reads, and each after the first
 on one of the first's rhyme group; the lines that end in ，are free, as in regulated verse. With
 --line the mask is on the 下句's last character; without, on its mark, which may follow only a
@@ -97,13 +99,19 @@ def rhyme_table(encoder, n_vocab: int) -> np.ndarray:  # -> [n_vocab] int
 class Verse:
     """A poem's form (see the module's docstring): lines of `line` characters (None: any length
     from two) ending in ，and 。 in turn; with `acrostic`, line i starts with its i-th character
-    and the poem has that many lines; with `rhymes` (rhyme_table's), each 下句 rhymes with the
-    first."""
+    and the poem has that many lines; with `lines`, it has that many (None: no end); with
+    `rhymes` (rhyme_table's), each 下句 rhymes with the first."""
 
     alphabet: Alphabet
     acrostic: str = ""
     line: int | None = None
     rhymes: np.ndarray | None = None  # [n_vocab] each token's rhyme group, -1 for none
+    lines: int | None = None  # the acrostic's length when there is one (verse checks it)
+
+    @property
+    def n_lines(self) -> int | None:
+        """How many lines the poem has, the prompt's included; None when it has no end."""
+        return len(self.acrostic) if self.acrostic else self.lines
 
     @property
     def n_vocab(self) -> int:
@@ -111,7 +119,7 @@ class Verse:
 
     def mark(self, n_done: int) -> str:
         """The punctuation that ends line n_done (counting from 0): ，then 。, and 。 last."""
-        last = len(self.acrostic) - 1
+        last = (self.n_lines or 0) - 1
         return PERIOD if n_done % 2 == 1 or n_done == last else COMMA
 
     def poem(self, ids: Sequence[int]) -> int:
@@ -180,12 +188,13 @@ class Verse:
         return self.rhymes == first if first is not None else self.rhymes >= 0
 
     def done(self, ids: Sequence[int]) -> bool:
-        """Whether a text's ids complete the poem: every acrostic line written."""
+        """Whether a text's ids complete the poem: every line written (the acrostic's, or
+        --lines)."""
         return self.complete(self.position(ids))
 
     def complete(self, place: tuple) -> bool:
         """Whether a position is past the poem's last line."""
-        return bool(self.acrostic) and place[0] == len(self.acrostic)
+        return self.n_lines is not None and place[0] == self.n_lines
 
     def first_break(self, ids: Sequence[int]) -> int | None:
         """The index in ids of the first token the form does not allow after those before it,
@@ -201,20 +210,21 @@ class Verse:
 
     def n_tokens(self, ids: Sequence[int] = ()) -> int | None:
         """How many tokens the rest of the poem takes after a text's ids, when its length is
-        fixed (acrostic and line)."""
-        if not self.acrostic or self.line is None:
+        fixed (a number of lines, and line)."""
+        n_lines = self.n_lines
+        if n_lines is None or self.line is None:
             return None
-        n_lines = len(self.acrostic)
         n_breaks = sum(self.mark(i) == PERIOD for i in range(n_lines - 1))  # none after the last
         whole = n_lines * (self.line + 1) + n_breaks * (NEWLINE in self.alphabet.ids)
         return max(0, whole - (len(ids) - self.poem(ids)))
 
 
 def verse(encoder, acrostic: str | None = None, line: int | None = None,
-          n_vocab: int | None = None, rhyme: bool = False) -> Verse:
-    """The Verse for --acrostic, --line and --rhyme, checked against encoder's vocabulary
-    (n_vocab: the model's, when its wte has more rows than the vocabulary has tokens)."""
-    check_verse(acrostic, line, rhyme)
+          n_vocab: int | None = None, rhyme: bool = False, lines: int | None = None) -> Verse:
+    """The Verse for --acrostic, --line, --rhyme and --lines, checked against encoder's
+    vocabulary (n_vocab: the model's, when its wte has more rows than the vocabulary has
+    tokens)."""
+    check_verse(acrostic, line, rhyme, lines)
     letters = alphabet(encoder, n_vocab or encoder.n_vocab)
     needed = [c for c in (COMMA, PERIOD) if c not in letters.ids]
     if needed or not letters.chinese.any():
@@ -232,7 +242,7 @@ def verse(encoder, acrostic: str | None = None, line: int | None = None,
             "choose characters the model knows."
         ).format(acrostic=acrostic, chars=" ".join(outside)))
     table = rhyme_table(encoder, letters.n_vocab) if rhyme else None
-    return Verse(letters, acrostic or "", line, table)
+    return Verse(letters, acrostic or "", line, table, lines)
 
 
 def byte_level_refusal() -> PicoGPTError:
@@ -243,13 +253,20 @@ def byte_level_refusal() -> PicoGPTError:
         "uer/gpt2-chinese-poem, or one python -m picogpt.train trained on characters."))
 
 
-def check_verse(acrostic: str | None, line: int | None, rhyme: bool = False) -> None:
-    """Raise PicoGPTError if --acrostic, --line or --rhyme is not a form, before the vocabulary
-    is read."""
+def check_verse(acrostic: str | None, line: int | None, rhyme: bool = False,
+                lines: int | None = None) -> None:
+    """Raise PicoGPTError if --acrostic, --line, --rhyme or --lines is not a form, before the
+    vocabulary is read."""
     if line is not None:
         whole_number("line", line, 1, hint=_("5 for 五言, 7 for 七言"))
     if acrostic is not None:
         text("acrostic", acrostic, _("give the characters that start the lines, as 春夏秋冬"))
+    if lines is not None:
+        whole_number("lines", lines, 1, hint=_("4 for a 绝句, 8 for a 律诗"))
+        if acrostic and lines != len(acrostic):
+            raise PicoGPTError(_("--lines {lines} with --acrostic {acrostic}: the acrostic "
+                                 "already makes {n} lines, one a character; drop --lines.")
+                               .format(lines=lines, acrostic=acrostic, n=len(acrostic)))
     if not isinstance(rhyme, bool):
         raise PicoGPTError(_("rhyme={value!r} is not true or false; --rhyme alone turns the "
                              "rhyme on.").format(value=rhyme))

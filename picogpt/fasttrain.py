@@ -11,7 +11,8 @@ train.py's loop (and so induction.py's) the way fast.py serves generation:
   turned into the loss and their own gradient in place: the softmax, the loss and
   `(p - one_hot) / n_rows` are one pass over each slice of rows, while the slice is in the
   cache, and the slices are shared out to threads (NumPy's element-wise work runs on one core
-  and releases the GIL; the matrix products already use every core through OpenBLAS);
+  and releases the GIL), as many as the matrix products run on (OpenBLAS's pool, one thread per
+  core unless the train command chose fewer: cli/threads.py);
 - the embedding's gradient is added straight into the unembedding's.
 
 Attention's forward and backward here (`attention`, `attention_backward`) are the one pair every
@@ -28,6 +29,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+from threadpoolctl import threadpool_info
 
 from .fast import softmax_
 from .model import future_mask, merge_heads, split_heads
@@ -40,6 +42,18 @@ ROWS = 16
 def cores() -> int:
     """The cores this process may run on (as OpenBLAS counts them; `taskset` limits both)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def blas_threads() -> int | None:
+    """The threads the loaded BLAS (OpenBLAS for NumPy's wheels) runs products on, or None."""
+    pools = [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+    return pools[0] if pools else None
+
+
+def workers() -> int:
+    """The threads that share the logits' element-wise work: as many as the matrix products run
+    on (the BLAS's pool, which the train command sizes: cli/threads.py), at most cores()."""
+    return max(1, min(blas_threads() or cores(), cores()))
 
 
 def layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray,
@@ -212,7 +226,7 @@ def softmax_cross_entropy_(logits: np.ndarray, targets: np.ndarray,
         part /= total * n_rows  # p / n_rows: the loss is the mean over the rows
         log_total[start : start + ROWS] = (np.log(total) + top)[:, 0]
 
-    with ThreadPoolExecutor(threads or cores()) as pool:
+    with ThreadPoolExecutor(threads or workers()) as pool:
         list(pool.map(one_slice, range(0, n_rows, ROWS)))
     logits[rows, targets] -= 1 / n_rows
     return float(np.mean(log_total - picked))  # -log p = log(sum exp) - logit
@@ -222,7 +236,7 @@ def loss_and_grads(inputs: np.ndarray, targets: np.ndarray, params: dict, n_head
                    threads: int | None = None) -> tuple[float, dict]:
     """backward.loss_and_grads: the mean cross-entropy (nats) and every gradient, in params'
     structure. inputs, targets: [n_batch, n_seq] ids; threads share the logits' element-wise
-    work (default: one per core this process may use)."""
+    work (default: workers(), as many as the matrix products run on)."""
     inputs, targets = np.atleast_2d(inputs), np.atleast_2d(targets)
     wte, wpe = params["wte"], params["wpe"]
     n_seq = inputs.shape[-1]

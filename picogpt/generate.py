@@ -199,6 +199,9 @@ def check_constraint(constraint: Verse, input_ids: Sequence[int], n_tokens: int,
         raise PicoGPTError(_("the prompt does not keep the form: its token {n} breaks it (the "
                              "prompt is the poem's start; write a title on a line of its own, "
                              "ended by a line break, before the poem).").format(n=typed))
+    if constraint.done(input_ids):
+        raise PicoGPTError(_("the prompt already holds the poem's {n} lines; ask for more lines, "
+                             "or shorten the prompt.").format(n=constraint.n_lines))
     needed = constraint.n_tokens(input_ids)
     if needed is not None and needed > n_tokens:
         raise PicoGPTError(_("the poem takes {needed} tokens, but n_tokens={n_tokens}; raise "

@@ -43,12 +43,16 @@ def rhyme(char: str) -> str | None:
 
 
 def tone(char: str) -> str | None:
-    """平 for Mandarin's first and second tones, 仄 for the third and fourth; None for the
-    neutral tone or a character pypinyin cannot read."""
-    from pypinyin import Style, lazy_pinyin
+    """平 for Mandarin's first and second tones, 仄 for the third and fourth; None for a
+    character pypinyin cannot read. A character whose usual reading is in the neutral tone
+    (子 zi, 着 zhe, 了 le) is judged by its first reading that has a tone, in pypinyin's order
+    (子 zǐ, 着 zhāo, 了 liǎo): verse gives them their full tone (游子, 君子)."""
+    from pypinyin import Style, pinyin
 
-    said = lazy_pinyin(char, style=Style.TONE3, neutral_tone_with_five=True)[0]
-    return {"1": LEVEL, "2": LEVEL, "3": OBLIQUE, "4": OBLIQUE}.get(said[-1:])
+    # heteronym: every reading, the usual one first (as lazy_pinyin gives it)
+    readings = pinyin(char, style=Style.TONE3, heteronym=True, neutral_tone_with_five=True)[0]
+    toned = [said[-1] for said in readings if said[-1:] in "1234" and said[-1:]]
+    return {"1": LEVEL, "2": LEVEL, "3": OBLIQUE, "4": OBLIQUE}.get(toned[0]) if toned else None
 
 
 def rhymes(a: str, b: str) -> bool | None:

@@ -112,6 +112,43 @@ def test_lines_alone_and_an_acrostic_alone(vocabulary):
         assert re.fullmatch(f"春{HAN}+，夏{HAN}+。", text) or len(text) == 70
 
 
+@pytest.mark.parametrize("line, lines", [(7, 4), (5, 8), (5, 3)])
+def test_lines_ends_the_poem_after_that_many_whole_lines(vocabulary, line, lines):
+    """--lines 4 is a 绝句, 8 a 律诗: the text ends after that many lines, the last ended by 。,
+    however many tokens remain (issue 62: --line 7 --n_tokens 56 ended mid-line)."""
+    name, encoder, params = vocabulary
+    constraint = verse(encoder, line=line, lines=lines)
+    one = f"{HAN}{{{line}}}"
+    marks = ["。" if i % 2 == 1 or i == lines - 1 else "，" for i in range(lines)]
+    breaks = "\n" if name == "characters" else ""
+    poem = re.compile("".join(one + mark + (breaks if mark == "。" and i < lines - 1 else "")
+                              for i, mark in enumerate(marks)))
+    for seed in range(3):
+        ids = list(generate([encoder.start], params, 2, 79, top_k=40, seed=seed,
+                            encoder=encoder, constraint=constraint))
+        assert poem.fullmatch(encoder.decode(ids)), encoder.decode(ids)
+
+
+def test_lines_count_the_prompts_and_are_checked():
+    """「春夏秋冬山，」 is the first of 4 lines of 5: three more are written. A prompt that holds
+    them all, --lines 0, and --lines beside an acrostic of another length are refused."""
+    encoder = characters()
+    params = random_params(encoder.n_vocab)
+    form = verse(encoder, line=5, lines=4)
+    prompt = [encoder.start, *encoder.encode("春夏秋冬山，")]
+    text = encoder.decode(list(generate(prompt, params, 2, 40, encoder=encoder,
+                                        constraint=form)))
+    assert re.fullmatch(f"{HAN}{{5}}。\n{HAN}{{5}}，{HAN}{{5}}。", text), text
+    with pytest.raises(PicoGPTError, match="the prompt already holds the poem's 2 lines"):
+        whole = [encoder.start, *encoder.encode("春夏秋冬山，水春夏秋冬。")]
+        generate(whole, params, 2, 9, encoder=encoder, constraint=verse(encoder, line=5, lines=2))
+    with pytest.raises(PicoGPTError, match="lines=0 is not a whole number from 1 up"):
+        verse(encoder, line=5, lines=0)
+    with pytest.raises(PicoGPTError, match="the acrostic already makes 2 lines"):
+        verse(encoder, "春夏", 5, lines=4)
+    assert verse(encoder, "春夏", 5, lines=2).n_tokens() == 12
+
+
 def test_greedy_and_top_k_pick_among_the_allowed_tokens_after_the_mask(vocabulary):
     """A loop over gpt2 written here masks by the form's template: greedy is its argmax, and
     each top-k draw is one of its k best allowed tokens. Masking after top-k would fail this:
@@ -202,6 +239,15 @@ def test_the_command_writes_an_acrostic_on_a_uer_model(small):  # noqa: F811
         assert done.returncode == 0, done.stderr
         poems = [t for t in done.stdout.splitlines() if t and not t.startswith("=")]
         assert poems and all(re.fullmatch(form("春夏秋冬", 7, False), p) for p in poems), poems
+
+
+def test_the_command_writes_a_whole_jueju_with_lines(small):  # noqa: F811
+    """--line 7 --lines 4 with tokens to spare: four whole lines, then the text ends."""
+    folder, _ = small
+    done = picogpt("", "--hf", str(folder), "--line", "7", "--lines", "4", "--n_tokens", "60",
+                   "--top_k", "40", "--seed", "1")
+    assert done.returncode == 0, done.stderr
+    assert re.fullmatch(f"({HAN}{{7}}，{HAN}{{7}}。){{2}}", done.stdout.strip()), done.stdout
 
 
 def test_a_missing_character_is_refused_before_the_weights_are_read(small, tmp_path):  # noqa: F811

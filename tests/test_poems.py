@@ -4,8 +4,10 @@ in the test, the kept-length share, and a CI-sized run whose held-out loss beats
 baseline."""
 
 import json
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -323,3 +325,34 @@ def test_the_closing_line_names_the_row_of_the_nearest_corpus():
         "This run (3,000,000 characters): 5.000, 0.200 under its bigram, rhyme 25%.")
     assert "is fortunes-zh (" in poems.normal({**curve, "characters": 150_000},
                                               {"form": {"skipped": "pypinyin"}})
+
+
+def test_the_closing_lines_in_chinese_point_to_the_chinese_page_with_no_space_before_the_paren():
+    """Issue 62: the Chinese run's last line named docs/poems.md (the English page), and a
+    share read 「99% （目标」."""
+    from picogpt.errors import speaking
+
+    curve = {"characters": 3_000_000, "best": {"held_out": 5.0, "step": 9},
+             "baselines": {"unigram": 6.4, "bigram": 5.2}}
+    with speaking("zh"):
+        said = poems.normal(curve, {"form": {"model": {"rhyme": 0.25}}})
+        share = poems.goal_text(0.99, poems.GOALS["chinese-poetry"], "rhyme")
+    assert "docs/zh/poems.md" in said
+    assert share.startswith("（目标 ≥ 50%）✓"), share
+    assert poems.goal_text(0.99, poems.GOALS["chinese-poetry"], "rhyme").startswith(
+        " (goal ≥ 50%) ✓")  # English keeps its space
+
+
+@pytest.mark.parametrize("page, command, stopping", [
+    ("couplet.md", "## The command", None), ("zh/couplet.md", "## 命令", None),
+    ("poems.md", "## The command", "## Stopping and going on: Ctrl-C and `--resume`"),
+    ("zh/poems.md", "## 训练命令", "## 中途停下与继续：Ctrl-C 和 `--resume`")])
+def test_the_verse_pages_say_what_to_run_before_any_measurement(page, command, stopping):
+    """Issue 62: a beginner meets what to run and what it prints first, the tables after; the
+    poems pages say how Ctrl-C and --resume work before their first table."""
+    text = (Path(__file__).parent.parent / "docs" / page).read_text(encoding="utf-8")
+    sections = re.findall(r"^## .*$", text, flags=re.M)
+    first_table = text.index("\n|---")
+    assert sections[0] == command and text.index(command) < first_table
+    if stopping:
+        assert stopping in sections and text.index(stopping) < first_table

@@ -178,3 +178,27 @@ def test_a_window_longer_than_a_chunk_carries_keys_and_values_across_its_passes(
     # the positions after the first pass are the ones a lost carry would change
     np.testing.assert_allclose(got[SCORE_CHUNK:], expected[SCORE_CHUNK:], atol=1e-4, rtol=0)
     np.testing.assert_allclose(got, expected, atol=1e-4, rtol=0)
+
+
+def test_a_character_models_start_token_is_labelled_the_end_where_it_is_predicted(capsys):
+    """A character vocabulary's <|start|> opens every text in training and so also ends one:
+    scored (a 下句's last) or expected (--top), it is the end, and the table says so in the
+    reader's language (issue 62: it read as a start)."""
+    from picogpt.chars import Chars, count_chars
+    from picogpt.cli.terminal import print_scores
+    from picogpt.errors import speaking
+    from picogpt.score import Scores
+
+    chars = Chars(count_chars("天高任鸟飞" * 2))
+    ids = [*chars.encode("飞"), chars.end]
+    scores = Scores(0, np.array([-1.5, -0.01]), np.array([1, 1]),
+                    np.array([[chars.end], [chars.end]]), np.array([[0.2], [0.99]]))
+    summary = {"n_tokens": 2, "n_chars": 1, "n_bytes": 3, "nll_nats": 1.51,
+               "nats_per_token": 0.755, "perplexity": 2.1, "nats_per_char": 1.51,
+               "bits_per_byte": 0.7}
+    for lang, label in (("en", "'<|start|>' (end)"), ("zh", "'<|start|>'（结束）")):
+        with speaking(lang):
+            print_scores(ids, scores, summary, chars, 1, False)
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[1].startswith("'飞'") and lines[1].endswith(f"{label} 0.2")
+        assert lines[2].startswith(f"{label} ") and lines[2].endswith(f"{label} 0.99")

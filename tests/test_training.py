@@ -35,11 +35,13 @@ def write_text(path: Path, n_paragraphs: int = 60, seed: int = 0) -> Path:
     return path
 
 
+# --threads 1: no step is timed at start (cli/threads.py), so stop_at counts training steps only
 SMALL = ["--n_vocab", "300", "--n_layer", "1", "--n_head", "2", "--n_embd", "16", "--n_ctx",
-         "16", "--n_batch", "4", "--steps", "12", "--curve_every", "4", "--lr", "0.02"]
+         "16", "--n_batch", "4", "--steps", "12", "--curve_every", "4", "--lr", "0.02",
+         "--threads", "1"]
 TASK = ["--task", "induction", "--n_embd", "16", "--n_ctx", "16", "--n_batch", "4", "--steps",
         "12", "--curve_every", "4", "--warmup", "3", "--block_max", "6", "--lead_in_from", "6",
-        "--lead_in_max", "4"]
+        "--lead_in_max", "4", "--threads", "1"]
 
 
 def command(kind: str, text: Path, name: str, models_dir: Path) -> list[str]:

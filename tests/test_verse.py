@@ -27,6 +27,15 @@ def test_tones_and_their_opposition():
     assert verse.opposition("白日依山尽", "白日依山尽") == (0, 2)
 
 
+def test_a_neutral_reading_is_judged_by_the_first_toned_one():
+    """子 zi, 着 zhe, 了 le are in the neutral tone as pypinyin reads them first; verse gives
+    them a full tone: 子 zǐ, 着 zhāo (its first toned reading, before zháo and zhuó), 了 liǎo.
+    游子 (yóu zǐ) and 君子 are judged; a mark still is not."""
+    assert [verse.tone(c) for c in "子着了"] == ["仄", "平", "仄"]
+    assert verse.opposition("游子", "君王") == (1, 1)  # 子 仄 against 王 平
+    assert verse.tone("，") is None
+
+
 def test_the_rhyme_share_counts_only_what_it_can_judge():
     assert verse.rhyme_share([("山", "间"), ("山", "人"), ("山", "，")]) == (0.5, 2)
     assert verse.rhyme_share([]) == (0, 0)

@@ -9,8 +9,8 @@ from ..tasks.couplet import answer, first_line, score_pair
 from .terminal import print_scores
 
 # the flags of picogpt that only a GPT-2 takes, with the value that means "not given"
-GPT_ONLY = {"acrostic": None, "line": None, "rhyme": False, "stop": None, "candidates": 0,
-            "ignore_end": False, "repetition_penalty": 1.0}
+GPT_ONLY = {"acrostic": None, "line": None, "rhyme": False, "lines": None, "stop": None,
+            "candidates": 0, "ignore_end": False, "repetition_penalty": 1.0}
 
 
 def refuse_gpt_only(given: dict) -> None:

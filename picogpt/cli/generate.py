@@ -53,7 +53,7 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
                   stop: str | None = None, ignore_end: bool = False, candidates: int = 0,
                   explain: str | None = None, prompt_file: str | None = None,
                   acrostic: str | None = None, line: int | None = None, rhyme: bool = False,
-                  model_size: str = "124M", models_dir: str = "models",
+                  lines: int | None = None, model_size: str = "124M", models_dir: str = "models",
                   base_url: str | None = None, hf: str | None = None) -> None:
     """Print GPT-2's continuation of a prompt as it is generated.
 
@@ -95,6 +95,8 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
         rhyme: Each line that ends in 。 (the 下句: the 2nd, 4th ...) ends on a character that
             rhymes with the first such line's last (the 十三辙 of pypinyin's finals); the
             lines that end in ， are free. The whole text is the poem, the prompt included.
+        lines: End after this many lines (句), counted as --line and --rhyme count them, the
+            prompt's included: 4 is a 绝句, 8 a 律诗. The last ends in 。.
     """
     sampling = Sampling(top_k, top_p, temperature, repetition_penalty)
     check_settings(n_tokens, sampling, seed, stop)  # before loading; generate checks top_k
@@ -106,17 +108,18 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
         check_path(explain)
     couplet = kind_first(model_size, models_dir, hf).seq2seq  # an encoder-decoder: no GPT-2 flags
     if couplet:
-        refuse_gpt_only({"acrostic": acrostic, "line": line, "rhyme": rhyme, "stop": stop,
+        refuse_gpt_only({"acrostic": acrostic, "line": line, "rhyme": rhyme, "lines": lines,
+                         "stop": stop,
                          "candidates": candidates, "ignore_end": ignore_end,
                          "repetition_penalty": repetition_penalty})
-    poem = acrostic is not None or line is not None or rhyme is not False
+    poem = acrostic is not None or line is not None or rhyme is not False or lines is not None
     if poem and not couplet:
-        check_verse(acrostic, line, rhyme)
+        check_verse(acrostic, line, rhyme, lines)
         if hf is None and model_size in MODEL_SIZES:  # GPT-2's vocabulary: refuse before loading
             raise byte_level_refusal()
         early = vocabulary_first(model_size, models_dir, hf)
         if early is not None:  # a character the vocabulary lacks is refused before the weights
-            verse(early, acrostic, line, rhyme=rhyme)
+            verse(early, acrostic, line, rhyme=rhyme, lines=lines)
     prompt = read_prompt(prompt, prompt_file)
     loaded = load_model(model_size, models_dir, base_url, hf)
     encoder, hparams, params, model = loaded.encoder, loaded.hparams, loaded.params, loaded.about()
@@ -142,7 +145,7 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
               .format(temperature=temperature), file=sys.stderr)
     say_outside(encoder, prompt)
     input_ids, n_head = encoder.prompt_ids(prompt), hparams["n_head"]
-    constraint = verse(encoder, acrostic, line, loaded.n_vocab, rhyme) if poem else None
+    constraint = verse(encoder, acrostic, line, loaded.n_vocab, rhyme, lines) if poem else None
     settings = {"top_k": top_k, "top_p": top_p, "temperature": temperature, "seed": seed,
                 "repetition_penalty": repetition_penalty, "stop_at_end": not ignore_end,
                 "stop": stop, "encoder": encoder, "constraint": constraint}

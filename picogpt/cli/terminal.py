@@ -66,11 +66,20 @@ def print_samples(steps: Iterable[tuple[int, int]], n_samples: int, encoder: Enc
             print("".join(stream_text(ids, encoder, stop, after)), flush=True)
 
 
+def predicted(encoder: Encoder, token_id: int) -> str:
+    """A predicted token's visible text, quoted; labelled the end where the vocabulary's start
+    token also ends a text (a character model's <|start|>), since a prediction of it is the end:
+    the start is only ever fed."""
+    cell = "'" + shown(encoder, token_id) + "'"
+    is_end = encoder.end is not None and encoder.end == encoder.start == token_id
+    return _("{token} (end)").format(token=cell) if is_end else cell
+
+
 def print_steps(steps: Iterable[Step], encoder: Encoder, n: int) -> None:
     """Print each step as it comes: the token chosen, the entropy, and n candidates with their
     probabilities before -> after the filters, in aligned columns."""
     def cell(token_id: int) -> str:
-        return ("'" + shown(encoder, token_id) + "'")[:14]
+        return predicted(encoder, token_id)[:14]
 
     # the column names are the names the code and --json use; the sentence is translated
     print(f"{'step':>4}  {'chosen':<14} {'entropy':>7}  "
@@ -124,12 +133,12 @@ def print_scores(ids: list[int], scores: Scores, summary: dict, encoder: Encoder
             sys.stdout.write((", " if j else "") + json.dumps(token, ensure_ascii=False))
         print("]}")
         return
-    width = max(len(shown(encoder, token_id)) for token_id in ids) + 2
+    width = max(len(predicted(encoder, token_id)) for token_id in ids)
     print(f"{'token':<{width}} {'logprob':>9} {'rank':>6}" + ("  expected" if top else ""))
     for j, token_id in enumerate(ids):
-        expected = "  ".join(f"'{shown(encoder, i)}' {p:.3g}"
+        expected = "  ".join(f"{predicted(encoder, i)} {p:.3g}"
                              for i, p in zip(scores.top_ids[j], scores.top_probs[j]))
-        cell = "'" + shown(encoder, token_id) + "'"
+        cell = predicted(encoder, token_id)
         print(f"{cell:<{width}} {scores.logprobs[j]:9.3f} {scores.ranks[j]:6d}"
               + (f"  {expected}" if top else ""))
     print(_("{n_tokens} tokens, {n_chars} characters ({n_bytes} bytes): total NLL {nll} nats; "

@@ -18,7 +18,7 @@ import uuid
 from dataclasses import MISSING, fields, replace
 from pathlib import Path
 
-from ..errors import PicoGPTError, _, number
+from ..errors import PicoGPTError, _, number, whole_number
 from ..files.chinese_poetry import find_collection, simplifier
 from ..files.openai import read_encoder
 from ..files.poems import read_poems, read_text
@@ -99,6 +99,10 @@ SHARED_FLAGS = {
     "eps": (float | None, "added to the root mean square before dividing by it (1e-8)."),
     "clip": (float | None, "the largest norm of all the gradients together: a step whose "
                            "gradients pass it is scaled down to it (none by default)."),
+    "threads": (int | None, "threads for the matrix products and the element-wise work; by "
+                            "default OPENBLAS_NUM_THREADS when set, else the fastest count of "
+                            "a step timed at start (1 is steadiest on a busy machine). Also "
+                            "with --resume."),
 }
 OPTIMIZER_FLAGS = ("optimizer", "weight_decay", "decay", "beta1", "beta2", "eps", "clip")
 
@@ -123,12 +127,15 @@ def signature() -> inspect.Signature:
 def train(text: str | None = None, **given) -> dict:
     """The command, called with the flags the command line gave."""
     given |= {} if text is None else {"text": text}
+    threads = given.pop("threads", None)  # the process's, not the run's: not in run.json
+    if threads is not None:
+        whole_number("threads", threads, 1, hint=_("1 is steadiest on a busy machine"))
     if given.pop("resume", None):
-        return resume(**given)
+        return resume(**given, threads=threads)
     run, task = build_run(given)
     check_free(run.models_dir, run.name)
     record = {"format": 2, "id": uuid.uuid4().hex, "run": run.settings()}
-    return train_run(run, task, record, resuming=False)
+    return train_run(run, task, record, resuming=False, threads=threads)
 
 
 train.__signature__ = signature()
@@ -227,8 +234,10 @@ def data_source(task: Task, given_text: str | None) -> str | None:
     return "text"
 
 
-def train_run(run: Run, task: Task, record: dict, resuming: bool) -> dict:
-    """Read run's data, have its task plan it, and train; the run and what it wrote."""
+def train_run(run: Run, task: Task, record: dict, resuming: bool,
+              threads: int | None = None) -> dict:
+    """Read run's data, have its task plan it, and train (on threads, or the count
+    cli/threads.py chooses); the run and what it wrote."""
     if resuming:  # the lock is held while this process trains (a new run takes it on begin)
         lock = training_lock(part_dir(run.models_dir, run.name))  # noqa: F841
     reader = TASKS[run.task][1]
@@ -244,11 +253,12 @@ def train_run(run: Run, task: Task, record: dict, resuming: bool) -> dict:
     check_memory(run.n_layer, run.n_head, run.n_embd, run.n_ctx, run.n_batch,
                  plan.hparams["n_vocab"])
     record = {**record, "digest": digest}
-    result = run_training(run, plan, record, resuming)
+    result = run_training(run, plan, record, resuming, threads)
     return {**result, "run": run, "task": task, "prompt": plan.prompt, "sampler": plan.sampler}
 
 
-def resume(name: str | None = None, models_dir: str = "models", **others) -> dict:
+def resume(name: str | None = None, models_dir: str = "models", threads: int | None = None,
+           **others) -> dict:
     """Continue the stopped run of name in models_dir with the settings it began with."""
     if others:
         raise PicoGPTError(_("--resume goes on with the settings the run began with; drop "
@@ -257,7 +267,7 @@ def resume(name: str | None = None, models_dir: str = "models", **others) -> dic
         raise PicoGPTError(_("--resume needs --name, the stopped run's model name."))
     part = part_dir(models_dir, name)
     run, record = read_run(part, {key: task for key, (task, _r) in TASKS.items()})
-    return train_run(run, TASKS[run.task][0], record, resuming=True)
+    return train_run(run, TASKS[run.task][0], record, resuming=True, threads=threads)
 
 
 def quoted(prompt: str) -> str:

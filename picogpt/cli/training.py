@@ -15,6 +15,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from threadpoolctl import threadpool_limits
 from tqdm import tqdm
 
 from ..errors import PicoGPTError, _, reason
@@ -33,12 +34,15 @@ from .checkpoint import (
     uninterrupted,
     write_checkpoint,
 )
+from .command import said
+from .threads import chosen_threads
 
 
-def run_training(run: Run, plan: Plan, record: dict, resuming: bool) -> dict:
-    """Train plan's model to run's planned steps, from the start or from its checkpoint, and
-    write it; record is run.json's (the run's id and settings). Returns {"model_dir", "curve",
-    "best", "finish"}."""
+def run_training(run: Run, plan: Plan, record: dict, resuming: bool,
+                 threads: int | None = None) -> dict:
+    """Train plan's model to run's planned steps, from the start or from its checkpoint, on
+    threads (None: the count cli/threads.py chooses), and write it; record is run.json's (the
+    run's id and settings). Returns {"model_dir", "curve", "best", "finish"}."""
     part = part_dir(run.models_dir, run.name)
     curve = {"settings": run.flat() | plan.hparams, **plan.curve,
              **({"baselines": plan.baselines} if plan.baselines else {}), "loss": [],
@@ -51,7 +55,9 @@ def run_training(run: Run, plan: Plan, record: dict, resuming: bool) -> dict:
         kept["best"] = saved["best"]
         for _step in range(saved["step"]):  # the batches it trained on, drawn again
             next(plan.batches)
-    else:
+    plan, count, line = chosen_threads(threads, plan)  # before begin: Ctrl-C leaves nothing
+    print(said(line), file=sys.stderr)
+    if not resuming:
         begin(part, record)
         lock = training_lock(part)  # noqa: F841 (held while this process trains)
 
@@ -73,21 +79,22 @@ def run_training(run: Run, plan: Plan, record: dict, resuming: bool) -> dict:
                    file=sys.stderr)
         return bar_fields(measured)
 
-    try:
-        learn(params, plan.batches, run.steps, run.lr, run.warmup, plan.loss_and_grads, curve,
-              run.curve_every, measure_at, state, run.optimizer,
-              kind_of(plan.hparams).param_groups(plan.params))
-    except Stopped as stop:
-        stopped(run, plan, part, curve, kept, record, stop)
-    except Diverged as diverged:
-        ran_away(run, plan, part, curve, kept, record, diverged)
-    best = kept["best"]
-    curve = {**curve, "run": record["id"],
-             "rising_after": best["step"] if best["step"] < run.steps else None}
-    finish = plan.finish(best["params"]) if plan.finish else {}
-    save_or_keep(run, plan, part, best["params"], curve | {"finish": finish}, record,
-                 finished=True)  # Ctrl-C waits for it
-    shutil.rmtree(part, ignore_errors=True)
+    with threadpool_limits(count, user_api="blas"):  # fasttrain's pool follows it
+        try:
+            learn(params, plan.batches, run.steps, run.lr, run.warmup, plan.loss_and_grads,
+                  curve, run.curve_every, measure_at, state, run.optimizer,
+                  kind_of(plan.hparams).param_groups(plan.params))
+        except Stopped as stop:
+            stopped(run, plan, part, curve, kept, record, stop)
+        except Diverged as diverged:
+            ran_away(run, plan, part, curve, kept, record, diverged)
+        best = kept["best"]
+        curve = {**curve, "run": record["id"],
+                 "rising_after": best["step"] if best["step"] < run.steps else None}
+        finish = plan.finish(best["params"]) if plan.finish else {}
+        save_or_keep(run, plan, part, best["params"], curve | {"finish": finish}, record,
+                     finished=True)  # Ctrl-C waits for it
+        shutil.rmtree(part, ignore_errors=True)
     return {"model_dir": str(Path(run.models_dir) / run.name), "curve": curve,
             "best": curve["best"], "finish": finish}
 

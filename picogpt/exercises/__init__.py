@@ -15,11 +15,12 @@ from pathlib import Path
 
 from picogpt.errors import PicoGPTError, _, reason
 
-from .cases import FUNCTIONS
+from .cases import EXTRAS, FUNCTIONS, NOT_WRITTEN
 from .checks import Result, check_all, check_extras
 from .hints import HINTS
 
-__all__ = ["FUNCTIONS", "Result", "check_all", "check_extras", "load_file", "report_lines"]
+__all__ = ["FUNCTIONS", "Result", "check_all", "check_extras", "closing_line", "load_file",
+           "report_lines"]
 
 
 def load_file(path: str) -> types.ModuleType:
@@ -61,6 +62,9 @@ def report_lines(results: list[Result], path: str) -> list[str]:
         head = f"{i:2} {r.name:{width}}  "
         if r.passed:
             lines.append(head + _("passed"))
+        elif r.name in EXTRAS and r.what == NOT_WRITTEN:  # optional: not written is no failure
+            lines.append(head + _("optional, not checked: line {line} still raises "
+                                  "NotImplementedError").format(**r.fields))
         else:
             fields = {**r.fields, "file": path, "name": r.name}
             what = _(r.what).format(**{k: _(v) if k == "case" else v for k, v in fields.items()})
@@ -74,3 +78,14 @@ def report_lines(results: list[Result], path: str) -> list[str]:
                                                  "yours, which failed above)").format(
                                                      names=", ".join(r.stand_ins)))
     return lines
+
+
+def closing_line(results: list[Result]) -> str:
+    """How many of the functions checked pass: the ten, and each extra the file has written (one
+    that still raises NotImplementedError is not counted)."""
+    checked = [r for r in results if r.name not in EXTRAS or r.what != NOT_WRITTEN]
+    passed = sum(r.passed for r in checked)
+    if passed == len(checked):
+        return _("All {n} functions checked pass.").format(n=len(checked))
+    return _("{passed} of the {n} functions checked pass.").format(passed=passed,
+                                                                   n=len(checked))

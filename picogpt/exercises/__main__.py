@@ -14,7 +14,7 @@ import fire
 from picogpt.cli.command import ending, words_for_fire
 from picogpt.errors import LANGUAGES, PicoGPTError, _, speaking
 
-from . import check_all, check_extras, load_file, report_lines
+from . import check_all, check_extras, closing_line, load_file, report_lines
 from .cases import NOT_WRITTEN
 from .generation import PROMPT, check_model_flags, learner_text
 from .template import write_template
@@ -60,11 +60,11 @@ def check(file: str, lang: str | None = None, prompt: str = PROMPT, model_size: 
         print(_("Checking {file} against picogpt, in seed 001's order:").format(file=file))
         print("\n".join(report_lines(results + extras, file)), flush=True)
         extra_failed = any(not r.passed and r.what != NOT_WRITTEN for r in extras)
+        print(closing_line(results + extras))
         if not all(r.passed for r in results):
             print(_("Fix the first function that failed and check again; docs/exercises.md "
                     "says how to read a failure."))
             return 1
-        print(_("All ten functions pass."))
         same, lines = learner_text(module, file, prompt, model_size, models_dir, hf)
         print("\n".join(lines))
         return 0 if same and not extra_failed else 1

@@ -83,6 +83,9 @@ HINTS = {
         "your output matches cross-attention with a causal mask. The mask that hides later "
         "positions belongs to the decoder's self-attention; in cross-attention every position of "
         "x may look at every position of memory, since the encoder read the whole source."),
+    "no_c_proj": N_(
+        "your output matches the heads joined but not passed through c_proj. After the heads are "
+        "put back together, one more linear layer mixes them: look at what you return."),
     "position": N_(
         "the next token is taken from the wrong place. Row i of the logits predicts the token "
         "after position i; look at which row you give np.argmax."),
@@ -159,12 +162,13 @@ def causal(n, dtype):  # -> [n, n]
 
 
 def mha_slip(x, c_attn, c_proj, n_head, mask=causal, split=split_by_features,
-             merge=merge_features):
-    """mha, one head at a time as seed 001, with the mask, split and merge given."""
+             merge=merge_features, projected=True):
+    """mha, one head at a time as seed 001, with the mask, split and merge given, and the heads
+    joined through c_proj or not (projected)."""
     q, k, v = (split(a, n_head) for a in np.split(model.linear(x, **c_attn), 3, axis=-1))
     m = mask(x.shape[0], x.dtype)
     heads = np.stack([model.attention(q[h], k[h], v[h], m) for h in range(n_head)])
-    return model.linear(merge(heads), **c_proj)
+    return model.linear(merge(heads), **c_proj) if projected else merge(heads)
 
 
 def block_slip(x, mlp, attn, ln_1, ln_2, n_head, post=(True, True), seed_003=False):
@@ -204,9 +208,10 @@ def upper(n, dtype):  # -> [n, n]
 
 
 def cross_slip(x, memory, q, k, v, c_proj, n_head, asks="x", answers="memory", masked=False,
-               split=split_by_features, merge=merge_features):
+               split=split_by_features, merge=merge_features, projected=True):
     """cross-attention with queries from asks and keys and values from answers, optionally
-    (masked) under a causal mask, and the split and merge given; one head at a time."""
+    (masked) under a causal mask, the split and merge given, and the heads joined through c_proj
+    or not (projected); one head at a time."""
     source = {"x": x, "memory": memory}
     heads = [split(model.linear(source[asks], **q), n_head),
              split(model.linear(source[answers], **k), n_head),
@@ -215,7 +220,7 @@ def cross_slip(x, memory, q, k, v, c_proj, n_head, asks="x", answers="memory", m
     mask = (1 - np.tri(n_q, n_k, dtype=x.dtype)) * -1e10 if masked else np.zeros((n_q, n_k),
                                                                                   x.dtype)
     out = np.stack([model.attention(*(h[i] for h in heads), mask) for i in range(n_head)])
-    return model.linear(merge(out), **c_proj)
+    return model.linear(merge(out), **c_proj) if projected else merge(out)
 
 
 SLIPS = {  # function -> [(hint keys, the function with that slip)], tried in this order
@@ -238,7 +243,8 @@ SLIPS = {  # function -> [(hint keys, the function with that slip)], tried in th
             (("heads",), lambda x, **a: mha_slip(x, **a, split=split_by_positions,
                                                  merge=merge_positions)),
             (("heads",), lambda x, **a: mha_slip(x, **a, split=split_by_positions)),
-            (("heads",), lambda x, **a: mha_slip(x, **a, merge=merge_positions))],
+            (("heads",), lambda x, **a: mha_slip(x, **a, merge=merge_positions)),
+            (("no_c_proj",), lambda x, **a: mha_slip(x, **a, projected=False))],
     "transformer_block": [(("postnorm",), lambda x, p=post, **a: block_slip(x, **a, post=p))
                           for post in ((True, True), (True, False), (False, True))] + [
                           (("postnorm",), lambda x, **a: block_slip(x, **a, seed_003=True))],
@@ -253,5 +259,6 @@ SLIPS = {  # function -> [(hint keys, the function with that slip)], tried in th
                                                               answers="x")),
         (("cross_causal",), lambda x, memory, **a: cross_slip(x, memory, **a, masked=True)),
         (("heads",), lambda x, memory, **a: cross_slip(x, memory, **a, split=split_by_positions,
-                                                      merge=merge_positions))],
+                                                      merge=merge_positions)),
+        (("no_c_proj",), lambda x, memory, **a: cross_slip(x, memory, **a, projected=False))],
 }

@@ -1,4 +1,5 @@
-'''The file `python -m picogpt.exercises new` writes: seed 001's ten functions to fill in.
+'''The file `python -m picogpt.exercises new` writes: seed 001's ten functions to fill in, and
+cross_attention, an optional eleventh (the couplet model's, docs/couplet.md).
 
 Owns the file's text (each function with the seed's signature, a docstring in Chinese and then
 English giving its inputs and output with shapes and the page that explains it, and a body that
@@ -136,6 +137,23 @@ def generate(inputs, params, n_head, n_tokens_to_generate):
     Greedy decoding: take the most likely next token, append it, n_tokens_to_generate times.
     inputs: a list of token ids -> the n_tokens_to_generate new ids (not the prompt).
     Explained in docs/generation.md, "The loop".
+    """
+    raise NotImplementedError
+
+
+def cross_attention(x, memory, q, k, v, c_proj, n_head):
+    """选做，十个函数之外：2017 年编码器-解码器（对对子模型）的交叉注意力。查询来自 x（解码器的
+    位置），键和值来自 memory（编码器的输出）；分成 n_head 个头，每个头做注意力，不加掩码，合并，
+    再经过 c_proj。x: [n_q, n_embd]，memory: [n_k, n_embd]；q、k、v、c_proj 各是一个
+    {{"w", "b"}} 字典 -> [n_q, n_embd]。还没写时（仍是 raise NotImplementedError）检查会跳过它。
+    讲解：docs/zh/couplet.md 「练习」第 1 题。
+
+    Optional, beyond the ten: cross-attention of the 2017 encoder-decoder (the couplet model).
+    Queries from x (the decoder's positions), keys and values from memory (the encoder's
+    output); cut into n_head heads, attention in each with no mask, joined, then c_proj.
+    x: [n_q, n_embd], memory: [n_k, n_embd]; q, k, v and c_proj are {{"w", "b"}} dicts
+    -> [n_q, n_embd]. Until it is written (still raise NotImplementedError) no check counts it.
+    Explained in docs/couplet.md, "Exercises", 1.
     """
     raise NotImplementedError
 '''

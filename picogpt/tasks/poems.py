@@ -354,9 +354,10 @@ def goal_text(share: float, goals: dict, key: str) -> str:
     if key not in goals:
         return ""
     low, high = goals["reference"][key]
-    said = _("(goal {goal}) {mark}; the reference runs: {low:.0%} to {high:.0%}") if low != high \
-        else _("(goal {goal}) {mark}; the reference run: {low:.0%}")
-    return " " + said.format(goal=f"≥ {goals[key]:.0%}", mark=mark(share, goals, key), low=low,
+    # the space before the parenthesis is the message's own: Chinese puts none before （
+    said = _(" (goal {goal}) {mark}; the reference runs: {low:.0%} to {high:.0%}") \
+        if low != high else _(" (goal {goal}) {mark}; the reference run: {low:.0%}")
+    return said.format(goal=f"≥ {goals[key]:.0%}", mark=mark(share, goals, key), low=low,
                              high=high)
 
 
