@@ -255,3 +255,54 @@ def test_without_pypinyin_the_run_says_in_one_line_that_the_tones_were_skipped(t
                        "were not judged; pip install pypinyin, then train again to see them."]
     curve = json.loads((models / "dui" / "curve.json").read_text(encoding="utf-8"))
     assert curve["finish"]["tones"] is None
+
+
+TOKENS = [*"春风秋月山水花鸟云雨江海天地日星", "<|unknown|>", "<|start|>"]  # 18
+
+
+def small_couplet_folder(models_dir, name: str = "c", extra: dict | None = None,
+                         hparams: dict | None = None, vocab: list[str] = TOKENS):
+    """A couplet model folder of random weights over TOKENS' rows (vocab is its chars.json)."""
+    from picogpt.files.store import save_model
+    from picogpt.transformer import init_params
+
+    shape = {"model": "transformer", "norm_first": True, "n_vocab": len(TOKENS), "n_ctx": 16,
+             "n_embd": 16, "n_head": 2, "n_layer": 1, "n_dec_layer": 1}
+    params = init_params(shape, np.random.default_rng(0))
+    save_model(models_dir / name, {**shape, **(hparams or {})}, params, None,
+               {"chars.json": vocab, **(extra or {})})
+    return models_dir / name
+
+
+@pytest.mark.parametrize("source", ["the flag", "sampler.json"])
+def test_a_top_k_above_the_couplet_vocabulary_is_one_line(tmp_path, source):
+    """--top_k 100 (or sampler.json's) on a model of 18 tokens: one line, as a GPT-2's top_k
+    past its vocabulary is (it was ValueError: kth out of bounds)."""
+    extra = {"sampler.json": {"top_k": 100}} if source == "sampler.json" else {}
+    small_couplet_folder(tmp_path, extra=extra)
+    flags = ["--top_k", "100"] if source == "the flag" else []
+    done = picogpt("春风秋月", "--model_size", "c", "--models_dir", str(tmp_path), *flags)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "picogpt: top_k=100 is not a whole number from 1 to 18; 1 is greedy; leave it unset "
+        "for greedy decoding.")
+
+
+def test_a_corpus_of_few_characters_trains_and_samples_within_its_vocabulary(tmp_path):
+    """Poems of three characters (a vocabulary of 5, below the samples' top-k of 8): the run's
+    samples and its sampler.json take a k that fits (it ended in a traceback and a .part)."""
+    rng = np.random.default_rng(0)
+
+    def line():
+        return "".join(rng.choice(list("春风月"), 5))
+
+    text = tmp_path / "few.txt"
+    text.write_text("\n\n".join(f"{line()}，{line()}。\n{line()}，{line()}。" for _ in range(40)),
+                    encoding="utf-8")
+    done = picogpt(str(text), "--task", "couplet", "--name", "few", "--models_dir",
+                   str(tmp_path / "models"), "--n_layer", "1", "--n_head", "2", "--n_embd", "16",
+                   "--n_batch", "4", "--steps", "4", "--curve_every", "2", "--n_held_out", "4",
+                   entry=main)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert json.loads((tmp_path / "models" / "few" / "sampler.json").read_text()) == {"top_k": 5}
+    assert not (tmp_path / "models" / "few.part").exists()
