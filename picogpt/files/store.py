@@ -78,6 +78,23 @@ def read_json(path: Path) -> Any:
         return None
 
 
+def read_regular(path: str, limit: int) -> bytes:
+    """The bytes of the regular file at path (after symlinks), at most limit of them: a FIFO, a
+    device (/dev/zero, /dev/urandom) or a folder is refused before a byte is read, and so is a
+    file larger than limit, in one line each. OSError when it cannot be opened at all."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO never blocks
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise PicoGPTError(_("{file} is not a regular file (a FIFO, a device or a folder); "
+                                 "give a text file.").format(file=path))
+        data = file.read(limit + 1)  # a file that grew since: the bytes tell, not the size
+    if len(data) > limit:
+        raise PicoGPTError(_("{file} holds more than {mb} MB, more than picogpt reads as a text "
+                             "or a prompt; give a smaller file.").format(file=path,
+                                                                         mb=limit >> 20))
+    return data
+
+
 def write_json_atomic(path: Path, value: Any) -> None:
     """Write JSON so that readers see the old file or the new one, never half of one."""
     tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
