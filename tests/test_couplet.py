@@ -306,3 +306,67 @@ def test_a_corpus_of_few_characters_trains_and_samples_within_its_vocabulary(tmp
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     assert json.loads((tmp_path / "models" / "few" / "sampler.json").read_text()) == {"top_k": 5}
     assert not (tmp_path / "models" / "few.part").exists()
+
+
+def spoil_in_place(path, value: float) -> None:
+    """Overwrite the .npy at path with an array of its shape, full of value: the same size, the
+    manifest left as it was (still saying finite, with the old CRC-32)."""
+    array = np.load(path)
+    size = path.stat().st_size
+    np.save(path, np.full_like(array, value))
+    assert path.stat().st_size == size
+
+
+@pytest.mark.parametrize("case", ["chars past the rows", "NaN at the same size", "n_ctx 10**15",
+                                  "norm_first 'yes'"])
+@pytest.mark.parametrize("mode", [[], ["--score"]])
+def test_a_couplet_folder_whose_files_disagree_is_one_line(tmp_path, case, mode):
+    """A couplet folder's files checked against each other as it loads: a chars.json longer than
+    the weights' rows (a broadcasting traceback), NaN weights swapped in under a manifest that
+    says finite (IndexError, or nan and exit 0 from --score), an n_ctx no 上句 should reach
+    (minutes at 4.7 GB), a norm_first that is not a bool (said to be an unknown model)."""
+    vocab = [*TOKENS[:-2], *"甲乙", *TOKENS[-2:]] if case == "chars past the rows" else TOKENS
+    hparams = {"n_ctx 10**15": {"n_ctx": 10**15}, "norm_first 'yes'": {"norm_first": "yes"}
+               }.get(case, {})
+    folder = small_couplet_folder(tmp_path, hparams=hparams, vocab=vocab)
+    if case == "NaN at the same size":
+        spoil_in_place(folder / "params" / "embed.npy", np.nan)
+    prompt = "春风秋月，山水花鸟" if mode else "春风秋月"
+    done = picogpt(prompt, "--model_size", "c", "--models_dir", str(tmp_path), *mode)
+    said = {"chars past the rows": "vocabulary holds 20 tokens, but its weights have 18 rows",
+            "NaN at the same size": "params is missing or damaged",
+            "n_ctx 10**15": "n_ctx=1000000000000000 is past the 1024 a couplet model",
+            "norm_first 'yes'": "n_dec_layer, a positive integer, and norm_first, true or false "
+                                "(here 1 and 'yes')"}[case]
+    assert_one_line_error(done, said)
+
+
+@pytest.mark.parametrize("change", ["none", "a copy", "8 blocks of 4 KiB flipped"])
+def test_the_store_trusts_a_file_by_its_stamp_and_else_by_its_crc(tmp_path, change):
+    """params/ as written, copied (every stamp new, the bytes the same: read, CRC-checked), and
+    with 8 blocks of 4 KiB flipped inside a file at its size (the stamp changed and the CRC-32
+    differs: stale, as a converted store is converted again)."""
+    import shutil
+
+    from picogpt.files.store import read_params, write_params
+
+    rng = np.random.default_rng(0)
+    arrays = {"wte": rng.normal(size=(64, 256)).astype(np.float32), "ln_f.g": np.ones(256,
+                                                                                      np.float32)}
+    write_params(tmp_path / "m", arrays.items(), source=None)
+    folder = tmp_path / "m"
+    if change == "a copy":
+        folder = tmp_path / "copy"
+        shutil.copytree(tmp_path / "m", folder, copy_function=shutil.copyfile)
+    elif change != "none":
+        wte = folder / "params" / "wte.npy"
+        data = bytearray(wte.read_bytes())
+        for block in range(8):
+            at = 128 + block * 8192
+            data[at : at + 4096] = bytes(255 - b for b in data[at : at + 4096])
+        wte.write_bytes(bytes(data))
+    read = read_params(folder)
+    if change == "8 blocks of 4 KiB flipped":
+        assert read is None
+    else:
+        assert read is not None and np.array_equal(read["wte"], arrays["wte"])

@@ -15,6 +15,10 @@ from ..errors import PicoGPTError, _
 HPARAMS = ("n_vocab", "n_ctx", "n_embd", "n_head", "n_layer")  # what hparams.json holds
 # ... and, for the 2017 encoder-decoder a couplet model is (tasks/couplet.py), these besides
 SEQ2SEQ = ("model", "n_dec_layer", "norm_first")
+# the longest context of a 2017 transformer: a GPT-2's n_ctx is its wpe's rows, but this
+# model's positions are sines of any length, so hparams.json alone would bound the work (a
+# 上句 of n_ctx - 1 characters); a 联's 句 are 5 or 7 characters, the couplet task's n_ctx 16
+MAX_SEQ2SEQ_CTX = 1024
 BLOCK = re.compile(r"h\d+")  # a block's part of a flat name
 
 
@@ -129,13 +133,21 @@ def check_hparams(hparams: Any, source: str, fix: str, names=HPARAMS) -> dict[st
                                               n_head=hparams["n_head"], fix=fix))
     if hparams.get("model") is not None:  # an encoder-decoder (a couplet model)
         n_dec = hparams.get("n_dec_layer")
-        if hparams["model"] != "transformer" or not (
-                isinstance(n_dec, int) and not isinstance(n_dec, bool) and n_dec > 0) or \
-                not isinstance(hparams.get("norm_first"), bool):
+        if hparams["model"] != "transformer":
             raise PicoGPTError(_("{source} names a model picogpt does not know (model "
                                  "{model!r}; picogpt knows GPT-2 and the 2017 transformer, whose "
                                  "hparams also give n_dec_layer and norm_first); {fix}.").format(
                 source=source, model=hparams["model"], fix=fix))
+        if not (isinstance(n_dec, int) and not isinstance(n_dec, bool) and n_dec > 0) or \
+                not isinstance(hparams.get("norm_first"), bool):
+            raise PicoGPTError(_("{source}: a 2017 transformer's hparams give n_dec_layer, a "
+                                 "positive integer, and norm_first, true or false (here "
+                                 "{n_dec_layer!r} and {norm_first!r}); {fix}.").format(
+                source=source, n_dec_layer=n_dec, norm_first=hparams.get("norm_first"), fix=fix))
+        if hparams["n_ctx"] > MAX_SEQ2SEQ_CTX:  # no tensor bounds it: its positions are sines
+            raise PicoGPTError(_("{source}: n_ctx={n_ctx} is past the {most} a couplet model "
+                                 "(the 2017 transformer) takes; {fix}.").format(
+                source=source, n_ctx=hparams["n_ctx"], most=MAX_SEQ2SEQ_CTX, fix=fix))
         return {key: hparams[key] for key in (*HPARAMS, *SEQ2SEQ)}
     return {key: hparams[key] for key in HPARAMS}
 
