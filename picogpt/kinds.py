@@ -174,6 +174,19 @@ GPT2 = Kind(
 
 NO_PAD = -1  # no id is -1: the couplet task's sources and targets are never padded
 NORM_FIRST = True  # as the couplet task trains, when hparams do not say
+# the longest context of a 2017 transformer: a GPT-2's n_ctx is its wpe's rows, but this
+# model's positions are sines of any length, so hparams.json alone would bound the work (a
+# 上句 of n_ctx - 1 characters); a 联's 句 are 5 or 7 characters, the couplet task's n_ctx 16
+MAX_SEQ2SEQ_CTX = 1024
+
+
+def seq2seq_fits(hparams: dict, source: str, fix: str) -> None:
+    """Raise unless the heads fit and n_ctx is within what a couplet model may ask for."""
+    heads_fit(hparams, source, fix)
+    if hparams["n_ctx"] > MAX_SEQ2SEQ_CTX:  # no tensor bounds it: its positions are sines
+        raise PicoGPTError(_("{source}: n_ctx={n_ctx} is past the {most} a couplet model "
+                             "(the 2017 transformer) takes; {fix}.").format(
+            source=source, n_ctx=hparams["n_ctx"], most=MAX_SEQ2SEQ_CTX, fix=fix))
 
 
 def seq2seq_shapes(hparams: dict) -> dict[str, tuple[int, ...]]:
@@ -231,7 +244,7 @@ TRANSFORMER = Kind(
     decode_step=seq2seq_step, param_groups=leaf_groups,
     n_vocab=lambda params: tables(params)[1].shape[0],
     n_ctx=lambda hparams, params: hparams["n_ctx"],  # sinusoids: no table bounds it
-    seq2seq=True)
+    fits=seq2seq_fits, seq2seq=True)
 
 
 # The table: hparams.json's "model" -> its kind

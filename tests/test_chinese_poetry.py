@@ -216,3 +216,16 @@ def test_each_platform_gets_one_opencc_that_installs_there(platform, python):
     wheels = platform in PLATFORMS and python != "3.15"  # 3.15: no wheel published yet
     expected = ["opencc"] if wheels else ["opencc-py"]
     assert opencc_packages({**PLATFORMS, **NO_WHEELS}[platform], python) == expected
+
+
+@pytest.mark.parametrize("traditional", [False, True])
+def test_a_lone_surrogate_is_one_skipped_entry(tmp_path, traditional):
+    """"床前\\ud800明月光" (valid JSON, no valid text): one entry skipped and counted, in OpenCC
+    (by default) and in the hashing that drops repeats (--traditional); it was a traceback."""
+    tang = tmp_path / "全唐诗"
+    tang.mkdir()
+    (tang / "poet.tang.0.json").write_text(
+        '[{"paragraphs": ["床前\\ud800明月光"]}, {"paragraphs": ["春眠不覺曉。"]}]')
+    read = read_chinese_poetry(tmp_path, traditional=traditional)
+    assert read.poems == ["春眠不覺曉。" if traditional else "春眠不觉晓。"]
+    assert read.skipped == 1

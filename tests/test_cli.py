@@ -337,10 +337,10 @@ def test_help_says_each_flag_whole_and_opens_with_the_command(command):
     import subprocess
     import sys
 
-    from picogpt.cli import run
+    from picogpt.cli import generate
 
-    function = {("picogpt",): run.generate_text,
-                ("picogpt", "--score"): run.score_text}[tuple(command[1:])]
+    function = {("picogpt",): generate.generate_text,
+                ("picogpt", "--score"): generate.score_text}[tuple(command[1:])]
     done = subprocess.run([sys.executable, *command, "--help"], capture_output=True, text=True,
                           env={**os.environ, "PAGER": "cat"})
     assert done.returncode == 0 and done.stderr == "", done.stderr
@@ -443,7 +443,7 @@ def test_temperature_without_sampling_says_it_changes_nothing(tiny, vocab_dir):
 ])
 def test_a_page_that_cannot_be_written_is_refused_before_any_work(tiny, tmp_path, monkeypatch,
                                                                    path, message):
-    from picogpt.cli import run as cli
+    from picogpt.cli import generate as cli
 
     def never(*args):
         raise AssertionError("the model was loaded before the page's path was checked")
@@ -464,3 +464,27 @@ def test_score_refuses_the_flags_of_generation_instead_of_ignoring_them(tiny, fl
                    str(tiny.models_dir))
     assert_one_line_error(done, f"{flag} does not work with --score, which scores the text as "
                                 f"it is; drop {flag}.")
+
+
+@pytest.mark.parametrize("given", ["a FIFO", "/dev/zero", "a file past the bound", "stdin past "
+                                   "the bound"])
+def test_prompt_file_reads_only_a_regular_file_within_its_bound(tmp_path, monkeypatch, given):
+    """--prompt_file opens regular files only (a FIFO hung, /dev/zero took all the memory), and
+    refuses one past MAX_PROMPT_BYTES (here 100 bytes), stdin's too: one line, before loading."""
+    from picogpt.cli import command
+
+    monkeypatch.setattr(command, "MAX_PROMPT_BYTES", 100)
+    path, stdin = tmp_path / "prompt", None
+    if given == "a FIFO":
+        os.mkfifo(path)
+    elif given == "/dev/zero":
+        path = "/dev/zero"
+    elif given == "a file past the bound":
+        path.write_text("x" * 101)
+    else:
+        path, stdin = "-", "x" * 101
+    done = picogpt("--prompt_file", str(path), "--models_dir", str(tmp_path / "none"),
+                   input=stdin)
+    said = ("is not a regular file (a FIFO, a device or a folder)" if "bound" not in given
+            else "holds more than 0 MB")
+    assert_one_line_error(done, said)

@@ -255,3 +255,118 @@ def test_without_pypinyin_the_run_says_in_one_line_that_the_tones_were_skipped(t
                        "were not judged; pip install pypinyin, then train again to see them."]
     curve = json.loads((models / "dui" / "curve.json").read_text(encoding="utf-8"))
     assert curve["finish"]["tones"] is None
+
+
+TOKENS = [*"春风秋月山水花鸟云雨江海天地日星", "<|unknown|>", "<|start|>"]  # 18
+
+
+def small_couplet_folder(models_dir, name: str = "c", extra: dict | None = None,
+                         hparams: dict | None = None, vocab: list[str] = TOKENS):
+    """A couplet model folder of random weights over TOKENS' rows (vocab is its chars.json)."""
+    from picogpt.files.store import save_model
+    from picogpt.transformer import init_params
+
+    shape = {"model": "transformer", "norm_first": True, "n_vocab": len(TOKENS), "n_ctx": 16,
+             "n_embd": 16, "n_head": 2, "n_layer": 1, "n_dec_layer": 1}
+    params = init_params(shape, np.random.default_rng(0))
+    save_model(models_dir / name, {**shape, **(hparams or {})}, params, None,
+               {"chars.json": vocab, **(extra or {})})
+    return models_dir / name
+
+
+@pytest.mark.parametrize("source", ["the flag", "sampler.json"])
+def test_a_top_k_above_the_couplet_vocabulary_is_one_line(tmp_path, source):
+    """--top_k 100 (or sampler.json's) on a model of 18 tokens: one line, as a GPT-2's top_k
+    past its vocabulary is (it was ValueError: kth out of bounds)."""
+    extra = {"sampler.json": {"top_k": 100}} if source == "sampler.json" else {}
+    small_couplet_folder(tmp_path, extra=extra)
+    flags = ["--top_k", "100"] if source == "the flag" else []
+    done = picogpt("春风秋月", "--model_size", "c", "--models_dir", str(tmp_path), *flags)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "picogpt: top_k=100 is not a whole number from 1 to 18; 1 is greedy; leave it unset "
+        "for greedy decoding.")
+
+
+def test_a_corpus_of_few_characters_trains_and_samples_within_its_vocabulary(tmp_path):
+    """Poems of three characters (a vocabulary of 5, below the samples' top-k of 8): the run's
+    samples and its sampler.json take a k that fits (it ended in a traceback and a .part)."""
+    rng = np.random.default_rng(0)
+
+    def line():
+        return "".join(rng.choice(list("春风月"), 5))
+
+    text = tmp_path / "few.txt"
+    text.write_text("\n\n".join(f"{line()}，{line()}。\n{line()}，{line()}。" for _ in range(40)),
+                    encoding="utf-8")
+    done = picogpt(str(text), "--task", "couplet", "--name", "few", "--models_dir",
+                   str(tmp_path / "models"), "--n_layer", "1", "--n_head", "2", "--n_embd", "16",
+                   "--n_batch", "4", "--steps", "4", "--curve_every", "2", "--n_held_out", "4",
+                   entry=main)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert json.loads((tmp_path / "models" / "few" / "sampler.json").read_text()) == {"top_k": 5}
+    assert not (tmp_path / "models" / "few.part").exists()
+
+
+def spoil_in_place(path, value: float) -> None:
+    """Overwrite the .npy at path with an array of its shape, full of value: the same size, the
+    manifest left as it was (still saying finite, with the old CRC-32)."""
+    array = np.load(path)
+    size = path.stat().st_size
+    np.save(path, np.full_like(array, value))
+    assert path.stat().st_size == size
+
+
+@pytest.mark.parametrize("case", ["chars past the rows", "NaN at the same size", "n_ctx 10**15",
+                                  "norm_first 'yes'"])
+@pytest.mark.parametrize("mode", [[], ["--score"]])
+def test_a_couplet_folder_whose_files_disagree_is_one_line(tmp_path, case, mode):
+    """A couplet folder's files checked against each other as it loads: a chars.json longer than
+    the weights' rows (a broadcasting traceback), NaN weights swapped in under a manifest that
+    says finite (IndexError, or nan and exit 0 from --score), an n_ctx no 上句 should reach
+    (minutes at 4.7 GB), a norm_first that is not a bool (said to be an unknown model)."""
+    vocab = [*TOKENS[:-2], *"甲乙", *TOKENS[-2:]] if case == "chars past the rows" else TOKENS
+    hparams = {"n_ctx 10**15": {"n_ctx": 10**15}, "norm_first 'yes'": {"norm_first": "yes"}
+               }.get(case, {})
+    folder = small_couplet_folder(tmp_path, hparams=hparams, vocab=vocab)
+    if case == "NaN at the same size":
+        spoil_in_place(folder / "params" / "embed.npy", np.nan)
+    prompt = "春风秋月，山水花鸟" if mode else "春风秋月"
+    done = picogpt(prompt, "--model_size", "c", "--models_dir", str(tmp_path), *mode)
+    said = {"chars past the rows": "vocabulary holds 20 tokens, but its weights have 18 rows",
+            "NaN at the same size": "params is missing or damaged",
+            "n_ctx 10**15": "n_ctx=1000000000000000 is past the 1024 a couplet model",
+            "norm_first 'yes'": "n_dec_layer, a positive integer, and norm_first, true or false "
+                                "(here 1 and 'yes')"}[case]
+    assert_one_line_error(done, said)
+
+
+@pytest.mark.parametrize("change", ["none", "a copy", "8 blocks of 4 KiB flipped"])
+def test_the_store_trusts_a_file_by_its_stamp_and_else_by_its_crc(tmp_path, change):
+    """params/ as written, copied (every stamp new, the bytes the same: read, CRC-checked), and
+    with 8 blocks of 4 KiB flipped inside a file at its size (the stamp changed and the CRC-32
+    differs: stale, as a converted store is converted again)."""
+    import shutil
+
+    from picogpt.files.store import read_params, write_params
+
+    rng = np.random.default_rng(0)
+    arrays = {"wte": rng.normal(size=(64, 256)).astype(np.float32), "ln_f.g": np.ones(256,
+                                                                                      np.float32)}
+    write_params(tmp_path / "m", arrays.items(), source=None)
+    folder = tmp_path / "m"
+    if change == "a copy":
+        folder = tmp_path / "copy"
+        shutil.copytree(tmp_path / "m", folder, copy_function=shutil.copyfile)
+    elif change != "none":
+        wte = folder / "params" / "wte.npy"
+        data = bytearray(wte.read_bytes())
+        for block in range(8):
+            at = 128 + block * 8192
+            data[at : at + 4096] = bytes(255 - b for b in data[at : at + 4096])
+        wte.write_bytes(bytes(data))
+    read = read_params(folder)
+    if change == "8 blocks of 4 KiB flipped":
+        assert read is None
+    else:
+        assert read is not None and np.array_equal(read["wte"], arrays["wte"])

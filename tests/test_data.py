@@ -2,6 +2,7 @@
 127.0.0.1 that sends archives as GitHub does: in chunks, with no length, ignoring Range. Each test
 checks what the user sees, and that DIR ends whole or absent, with nothing of theirs touched."""
 
+import gzip
 import io
 import os
 import subprocess
@@ -132,14 +133,15 @@ def test_base_url_points_at_a_mirror_and_an_empty_folder_is_filled(mirror, tmp_p
     assert left_beside(folder) == ["corpus", "site"]  # the test's own, and nothing else
 
 
-def one_line_exit_1(argv: list[str], capsys) -> str:
-    """Run the command in this process; it must end with exit code 1 and one line on stderr."""
+def one_line_exit_1(argv: list[str], capsys, downloads: bool = True) -> str:
+    """Run the command in this process; it must end with exit code 1 and one line on stderr
+    (after the one that says what it downloads, when it got that far)."""
     with pytest.raises(SystemExit) as ended:
         main(argv)
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.startswith("picogpt: ")]
-    assert ended.value.code == 1 and lines[-1].startswith("picogpt: ") and len(lines) == 2, err
-    return lines[-1]  # the first says what it downloads
+    assert ended.value.code == 1 and len(lines) == 1 + downloads, err
+    return lines[-1]
 
 
 def test_offline_is_one_line_naming_the_other_ways(tmp_path, capsys, monkeypatch):
@@ -180,6 +182,36 @@ def test_a_folder_that_holds_files_is_refused_before_any_download(mirror, tmp_pa
     assert mirror.requests == []
     assert [path.name for path in folder.iterdir()] == ["notes.txt"]
     assert (folder / "notes.txt").read_text() == "my notes"
+
+
+@pytest.mark.parametrize("case", ["dangling link", "link to an empty folder", ".",
+                                  "name too long"])
+def test_a_folder_that_cannot_become_the_corpus_is_refused_before_any_download(
+        mirror, tmp_path, capsys, monkeypatch, case):
+    (tmp_path / "empty").mkdir()
+    folder = tmp_path / {"dangling link": "dangling", "link to an empty folder": "link",
+                         ".": "empty", "name too long": "x" * 250}[case]
+    if case == "dangling link":
+        folder.symlink_to(tmp_path / "nowhere")
+    elif case == "link to an empty folder":
+        folder.symlink_to(tmp_path / "empty")
+    elif case == ".":
+        monkeypatch.chdir(folder)
+        folder = Path(".")
+    line = one_line_exit_1(["chinese-poetry", str(folder), "--base_url", mirror.url], capsys,
+                           downloads=False)
+    assert ("too long" if case == "name too long" else "a link or not a folder's name") in line
+    assert mirror.requests == []
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted(
+        ["corpus", "site", "empty", *([folder.name] if "link" in case else [])])
+    assert list((tmp_path / "empty").iterdir()) == []
+
+
+def test_a_member_name_too_long_for_the_file_system_is_said_so(tmp_path):
+    archive = hostile(tmp_path / "a.tar.gz", [(member(f"{TOP}/{'x' * 300}.json"), b"[]")])
+    (tmp_path / "target").mkdir()
+    with pytest.raises(unpack.BadArchive, match="a name too long for this file system"):
+        unpack_tar(archive, tmp_path / "target")
 
 
 def test_an_archive_that_is_not_chinese_poetry_writes_nothing(mirror, tmp_path, capsys):
@@ -267,6 +299,36 @@ def test_too_many_entries_or_bytes_refuse_the_archive(tmp_path):
     with pytest.raises(unpack.BadArchive, match="more than 1 MB once unpacked"):
         unpack_tar(archive, tmp_path / "t2", max_bytes=1 << 20)
     assert unpack_tar(archive, tmp_path / "t3") == 20
+
+
+def sparse_archive(path: Path, size: int) -> Path:
+    """A .tar.gz at path of a few hundred bytes holding one GNU sparse file (what tar --sparse
+    writes) of size bytes: a header whose map declares size bytes and stores none of them."""
+    info = tarfile.TarInfo(f"{TOP}/zeros")
+    info.type, info.size = tarfile.GNUTYPE_SPARSE, 0
+    block = bytearray(info.tobuf(tarfile.GNU_FORMAT))
+    block[386:410] = b"%011o\0%011o\0" % (size, 0)  # one hole, then nothing stored
+    block[483:495] = b"%011o\0" % size  # the file's size once unpacked
+    block[148:156] = b" " * 8  # the checksum counts its own field as spaces
+    block[148:156] = b"%06o\0 " % sum(block)
+    path.write_bytes(gzip.compress(bytes(block) + bytes(1024)))
+    return path
+
+
+@pytest.mark.parametrize("sparse_checked", [True, False])
+def test_a_sparse_member_is_refused_and_written_bytes_count(tmp_path, monkeypatch,
+                                                            sparse_checked):
+    archive = sparse_archive(tmp_path / "a.tar.gz", 64 << 20)
+    assert archive.stat().st_size < 1000
+    if not sparse_checked:  # were the sparse check gone, the bytes written still stop it
+        monkeypatch.setattr(tarfile.TarInfo, "issparse", lambda self: False)
+    (tmp_path / "target").mkdir()
+    with pytest.raises(unpack.BadArchive, match="sparse file" if sparse_checked
+                       else "more than 1 MB once unpacked"):
+        unpack_tar(archive, tmp_path / "target", max_bytes=1 << 20)
+    written = sum(path.stat().st_size for path in (tmp_path / "target").rglob("*")
+                  if path.is_file())
+    assert written <= 1 << 20
 
 
 @pytest.mark.parametrize("damage", ["not gzip", "truncated"])

@@ -89,7 +89,7 @@ def import_graph(package: Path) -> dict[str, set[str]]:
         return target
 
     graph = {name: {resolve(t) for t in targets} - {name} for name, targets in graph.items()}
-    for name in graph:  # packages import their own rooms: picogpt.cli -> picogpt.cli.run
+    for name in graph:  # packages import their own rooms: picogpt.cli -> picogpt.cli.generate
         graph[name] = {t for t in graph[name] if not t.startswith(name + ".")}
     return graph
 

@@ -35,8 +35,8 @@ class FaultyHandler(QuietHandler):
     half the body and close), "500", "404", "stall" (answer nothing until the test ends),
     "stall-mid" (send half the body, then nothing until the test ends), "held" (send the body
     once the test sets server.release), "ok-no-range" / "drop-no-range" (ignore the Range
-    header), "403" / "416" (those statuses), or "wrong-range" (answer a Range request with 206
-    from byte 0).
+    header), "403" / "416" (those statuses), "wrong-range" (answer a Range request with 206
+    from byte 0), or "206-unasked" (answer 206 from byte 5 to a request without Range).
     """
 
     def do_GET(self):
@@ -56,6 +56,8 @@ class FaultyHandler(QuietHandler):
         ranged = self.headers.get("Range") and "no-range" not in fault
         if ranged:
             start = int(self.headers["Range"].removeprefix("bytes=").split("-")[0])
+        if fault == "206-unasked":  # a part of the file, though none was asked for
+            ranged, start = True, 5
         self.send_response(206 if ranged else 200)
         if ranged and fault == "wrong-range":  # resumes, but from byte 0, not where asked
             start = 0
@@ -464,6 +466,26 @@ def test_416_for_a_part_file_larger_than_the_file_starts_it_again(faulty, tiny, 
     fetch(server, model_dir)
     assert [r for r in server.requests if r[0] == DATA] == [(DATA, f"bytes={size + 10}-"),
                                                             (DATA, None)]
+    assert_correct_or_absent(model_dir, tiny)
+    assert (model_dir / DATA).exists()
+
+
+def test_a_416_to_the_first_request_is_one_line_naming_the_status(faulty, tmp_path):
+    """416 to a request that asked for no range (it was part.unlink() on no file: a
+    traceback): the server's mistake, said once, not retried."""
+    server = faulty(lambda name, n: "416")
+    done = picogpt("hi", "--models_dir", str(tmp_path / "models"), "--base_url", server.url)
+    assert_one_line_error(done, "answered HTTP 416: check the download address")
+    assert len(server.requests) == 1
+
+
+def test_a_206_to_the_first_request_is_thrown_away_and_fetched_again(faulty, tiny, tmp_path):
+    """206 from byte 5 to a request without Range, before any .part exists: asked again, and
+    the file ends whole (it was part.unlink() on no file: a traceback)."""
+    server = faulty(lambda name, n: "206-unasked" if name == DATA and n == 0 else "ok")
+    model_dir = tmp_path / "124M"
+    fetch(server, model_dir)
+    assert [r for n, r in server.requests if n == DATA] == [None, None]
     assert_correct_or_absent(model_dir, tiny)
     assert (model_dir / DATA).exists()
 

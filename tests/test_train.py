@@ -733,3 +733,28 @@ def test_the_memory_check_of_a_character_vocabulary_counts_its_characters(tmp_pa
     done = picogpt(str(text), "--n_ctx", "1024", "--n_batch", "64", "--vocab", "chars",
                    "--models_dir", str(tmp_path / "models"), entry=main)
     assert_one_line_error(done, "is too short: its held-out paragraphs (every tenth) are")
+
+
+@pytest.mark.parametrize("given", ["a FIFO", "/dev/urandom", "a file past the bound"])
+@pytest.mark.parametrize("task", ["text", "poems"])
+def test_text_reads_only_a_regular_file_within_its_bound(tmp_path, monkeypatch, given, task):
+    """--text opens regular files only (a FIFO hung, /dev/urandom took all the memory), and
+    refuses one past MAX_TEXT_BYTES (here 100 bytes): one line, nothing written."""
+    import os
+
+    from picogpt.files import poems
+
+    monkeypatch.setattr(poems, "MAX_TEXT_BYTES", 100)
+    path = tmp_path / "text"
+    if given == "a FIFO":
+        os.mkfifo(path)
+    elif given == "/dev/urandom":
+        path = "/dev/urandom"
+    else:
+        path.write_text("春眠不觉晓\n" * 20)
+    done = picogpt("--task", task, "--text", str(path), "--name", "t", "--models_dir",
+                   str(tmp_path / "models"), "--vocab" if task == "text" else "--n_held_out",
+                   "chars" if task == "text" else "2", entry=main)
+    assert_one_line_error(done, "holds more than 0 MB" if "bound" in given
+                          else "is not a regular file (a FIFO, a device or a folder)")
+    assert not (tmp_path / "models").exists()

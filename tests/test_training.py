@@ -440,3 +440,183 @@ def test_ctrl_c_while_the_modules_load_ends_quietly():
                               "getsignal(signal.SIGINT) is signal.default_int_handler)"],
                              capture_output=True, text=True, timeout=120)
     assert library.stdout.strip() == "True", library.stderr
+
+
+@pytest.fixture(scope="module")
+def stopped_run(tmp_path_factory):
+    """A tiny text run stopped at step 5: its models folder (d.part, and d, the best model so
+    far) and its text. Tests copy it."""
+    root = tmp_path_factory.mktemp("stopped")
+    text = write_text(root / "poems.txt")
+    with pytest.MonkeyPatch.context() as patch:
+        stop_at(patch, 5)
+        assert picogpt(*command("text", text, "d", root / "models"), entry=main).returncode == 130
+    return root / "models"
+
+
+def copy_of(stopped_run: Path, tmp_path: Path) -> tuple[Path, Path, list[str]]:
+    """A copy of the stopped run's models folder, as if it had run there: the folder, d.part,
+    and the resume flags."""
+    import shutil
+
+    models_dir = tmp_path / "models"
+    shutil.copytree(stopped_run, models_dir)
+    edit_run_json(models_dir / "d.part", models_dir=str(models_dir))  # as if it ran here
+    return models_dir, models_dir / "d.part", ["--resume", "--name", "d", "--models_dir",
+                                               str(models_dir)]
+
+
+def edit_run_json(part: Path, **changes) -> None:
+    record = json.loads((part / "run.json").read_text())
+    for key, value in changes.items():
+        if key in record["run"]:
+            record["run"][key] = value
+        else:
+            record["run"]["options"][key] = value
+    (part / "run.json").write_text(json.dumps(record))
+
+
+@pytest.mark.parametrize("case", ["relative models_dir", "copied", "escaping name"])
+def test_resume_goes_on_where_the_flags_say_whatever_run_json_names(stopped_run, tmp_path,
+                                                                     monkeypatch, case):
+    """--resume --name N --models_dir D resumes D/N.part: a run.json that names the folder as
+    relative to another directory, a copied .part, or a name that climbs out of D are said in
+    one line and rewritten; nothing outside D is written, and the original run is not used up."""
+    models_dir, part, resume = copy_of(stopped_run, tmp_path)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    name = "d"
+    if case == "relative models_dir":
+        edit_run_json(part, models_dir="models")  # as the default --models_dir records it
+    elif case == "copied":
+        name = "e"
+        (models_dir / "d.part").rename(models_dir / "e.part")  # the copy; d.part is gone
+        resume[2] = name
+    else:
+        edit_run_json(part, name="../../escape_name")
+    done = picogpt(*resume, entry=main)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert f"{models_dir / f'{name}.part' / 'run.json'} names the run" in done.stderr
+    assert (models_dir / name / "curve.json").is_file() and not (models_dir / f"{name}.part"
+                                                                  ).exists()
+    assert sorted(path.name for path in tmp_path.rglob("*") if "escape" in path.name) == []
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+    if case == "copied":  # the original's model folder is its own still
+        assert (models_dir / "d" / "curve.json").read_bytes() == (
+            stopped_run / "d" / "curve.json").read_bytes()
+
+
+@pytest.mark.parametrize("setting", [{"steps": "200"}, {"steps": -5}, {"n_embd": 1e9},
+                                     {"n_embd": 1 << 24, "n_head": 1}, {"n_vocab": -3}])
+def test_resume_checks_run_json_as_it_checks_the_flags(stopped_run, tmp_path, monkeypatch,
+                                                       setting):
+    """run.json's settings pass the checks a new run's flags pass (the task's, and the memory
+    check before any weight is made): one line that names the file, exit 1, nothing trained."""
+    models_dir, part, resume = copy_of(stopped_run, tmp_path)
+    edit_run_json(part, **setting)
+    planned = []
+    monkeypatch.setattr("picogpt.cli.train.train_run", lambda *args, **kw: planned.append(1))
+    done = picogpt(*resume, entry=main)
+    assert_one_line_error(done, f"{part / 'run.json'} holds a setting that cannot train (")
+    key = next(iter(setting))
+    assert f"{key}=" in done.stderr or "GiB" in done.stderr
+    assert planned == []
+
+
+def fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
+@pytest.mark.parametrize("damage", ["a tensor missing", "a wrong shape", "adam_step 'x'",
+                                    "step 10**9", "a FIFO"])
+def test_resume_checks_the_checkpoint_against_the_run_before_a_step(stopped_run, tmp_path,
+                                                                    damage):
+    """A checkpoint.npz that lacks a tensor, holds one of another shape, a step that is not one
+    of the run's, or that is a FIFO: one line naming it, exit 1, never a hang or a traceback."""
+    models_dir, part, resume = copy_of(stopped_run, tmp_path)
+    path = part / "checkpoint.npz"
+    with np.load(path) as stored:
+        arrays = {key: stored[key] for key in stored.files}
+    about = json.loads(str(arrays["about"]))
+    if damage == "a tensor missing":
+        del arrays["m/wte"]
+    elif damage == "a wrong shape":
+        arrays["params/wpe"] = np.zeros((3, 3), np.float32)
+    elif damage == "adam_step 'x'":
+        about["adam_step"] = "x"
+    elif damage == "step 10**9":
+        about["step"] = about["adam_step"] = 10**9
+    arrays["about"] = np.array(json.dumps(about))
+    np.savez(path, **arrays)
+    if damage == "a FIFO":
+        fifo(path)
+    done = picogpt(*resume, entry=main)
+    said = {"a tensor missing": "it lacks m/wte", "a wrong shape": "its params/wpe is (3, 3) "
+            "float32, where the run's is (16, 16) float32", "adam_step 'x'": "its adam_step is "
+            "'x', not a step from 0 to the run's 12", "step 10**9": "its step is 1000000000",
+            "a FIFO": "it is not a regular file"}[damage]
+    assert_one_line_error(done, f"cannot go on from {path}: {said}")
+
+
+@pytest.mark.parametrize("when", ["the step-0 checkpoint", "keeping a stop at step 5"])
+def test_a_ctrl_c_while_a_checkpoint_is_written_says_what_is_left(tmp_path, monkeypatch, when):
+    """Ctrl-C inside np.savez (where the run's own stop handling cannot say what it kept): at
+    step 0 nothing is left and the line says so; after a checkpoint, the line names it and the
+    command that continues (it said "nothing was written" and kept the .part)."""
+    import picogpt.cli.checkpoint as checkpoint
+
+    text = write_text(tmp_path / "poems.txt")
+    models_dir = tmp_path / "models"
+    real, calls = np.savez, []
+
+    def savez(*args, **kwargs):
+        calls.append(1)
+        if when == "the step-0 checkpoint" or len(calls) == 3:  # steps 0 and 4, then the stop
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(checkpoint.np, "savez", savez)
+    if when != "the step-0 checkpoint":
+        stop_at(monkeypatch, 5)
+    done = picogpt(*command("text", text, "d", models_dir), entry=main)
+    assert done.returncode == 130 and "Traceback" not in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    if when == "the step-0 checkpoint":
+        assert last == "picogpt: training stopped before its first measurement; nothing was " \
+                       "written."
+        assert list(models_dir.iterdir()) == []
+    else:
+        assert last.startswith(f"picogpt: training stopped; {models_dir / 'd.part'} keeps its "
+                               "last checkpoint. Continue with: python -m picogpt.train --resume")
+        monkeypatch.undo()
+        resumed = picogpt("--resume", "--name", "d", "--models_dir", str(models_dir), entry=main)
+        assert resumed.returncode == 0, resumed.stderr
+
+
+def test_fortunes_that_changed_under_a_resume_are_named(tmp_path, monkeypatch):
+    """A poems run on fortunes-zh (no --text) whose poems are not the ones it began with: the
+    line names fortunes-zh (it said "None changed since the run began")."""
+    from dataclasses import asdict
+
+    from test_poems import verse_text
+
+    from picogpt.files import poems as files_poems
+    from picogpt.tasks import poems
+
+    (tmp_path / "fortunes").mkdir()
+    (tmp_path / "fortunes" / "tang300").write_text("\n%\n".join(verse_text(40).split("\n\n")),
+                                                    encoding="utf-8")
+    monkeypatch.setattr(files_poems, "FORTUNES", tmp_path / "fortunes")
+
+    part = tmp_path / "models" / "shi.part"
+    part.mkdir(parents=True)
+    settings = {**poems.TASK.defaults("fortunes"), "warmup": 1, "task": "poems", "name": "shi",
+                "models_dir": str(tmp_path / "models"), "text": None,
+                "options": asdict(poems.TASK.options())}
+    (part / "run.json").write_text(json.dumps({"format": 2, "id": "0" * 32, "run": settings,
+                                               "digest": "0" * 64}))
+    done = picogpt("--resume", "--name", "shi", "--models_dir", str(tmp_path / "models"),
+                   entry=main)
+    assert_one_line_error(done, "fortunes-zh's poems changed since the run began")
+    assert "None" not in done.stderr

@@ -27,6 +27,7 @@ import os
 import shlex
 import shutil
 import signal
+import stat
 import zipfile
 from dataclasses import fields
 from pathlib import Path
@@ -35,10 +36,16 @@ import numpy as np
 
 from ..errors import PicoGPTError, _, reason
 from ..files.params import flatten, nest
-from ..files.store import read_json, save_model, write_json_atomic, write_params
+from ..files.store import (
+    read_json,
+    refuse_unless_regular,
+    save_model,
+    write_json_atomic,
+    write_params,
+)
 from ..kinds import kind_of
 from ..optim import optimizer_from
-from ..tasks import Run, Task
+from ..tasks import Plan, Run, Task
 
 RUN_FORMAT = 2  # run.json: {"format", "id", "run", "digest"}; 1 was {"id", "command", "settings"}
 
@@ -77,7 +84,11 @@ def begin(part: Path, record: dict) -> None:
     except OSError as e:
         raise PicoGPTError(_("cannot write to {folder}: {reason}. Choose a folder you can write "
                              "with --models_dir.").format(folder=part, reason=reason(e))) from None
-    write_json_atomic(part / "run.json", record)
+    try:
+        write_json_atomic(part / "run.json", record)
+    except BaseException:  # Ctrl-C, a full disk: no folder is left that holds no run
+        shutil.rmtree(part, ignore_errors=True)
+        raise
 
 
 def training_lock(part: Path):
@@ -87,6 +98,7 @@ def training_lock(part: Path):
         import fcntl  # POSIX only; elsewhere two runs are not told apart
     except ImportError:
         return None
+    refuse_unless_regular(part / ".lock")  # a FIFO would block the open below
     lock = open(part / ".lock", "a")  # noqa: SIM115 (held until the process ends)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -187,18 +199,50 @@ def write_checkpoint(part: Path, step: int, params: dict, state: dict, best: dic
             step=step, part=part, reason=reason(e))) from None
 
 
-def read_checkpoint(part: Path) -> dict:
-    """What write_checkpoint kept: {"step", "params", "state", "best", "curve"}; PicoGPTError,
-    naming the file and what can still be done, when it is missing or damaged."""
+def expected_checkpoint(plan: Plan, optimizer) -> dict[str, tuple[tuple, np.dtype]]:
+    """The arrays a checkpoint of plan's run holds once a step is taken, name -> (shape, dtype):
+    the params, and the optimizer's state trees as optimizer/<tree>.<name>. (best/ repeats
+    params/ when the best step is not the last; before the first step there are only the
+    params. A checkpoint of the older form holds AdamW's m/<name> and v/<name> instead.)"""
+    state = optimizer.init(plan.params)
+    trees = {key: tree for key, tree in state.items() if key != "step"}
+    return {**{f"params/{key}": (array.shape, array.dtype)
+               for key, array in flatten(plan.params).items()},
+            **{f"optimizer/{key}": (array.shape, array.dtype)
+               for key, array in flatten(trees).items()}}
+
+
+def older_form(expected: dict) -> dict:
+    """expected_checkpoint's arrays as a checkpoint written before optimizers were values holds
+    them: AdamW's optimizer/m.<name> as m/<name>, and v alike."""
+    older = {}
+    for key, shape in expected.items():
+        tree, _dot, name = key.removeprefix("optimizer/").partition(".")
+        older[f"{tree}/{name}" if key.startswith("optimizer/") else key] = shape
+    return older
+
+
+def read_checkpoint(part: Path, expected: dict[str, tuple[tuple, np.dtype]], steps: int) -> dict:
+    """What write_checkpoint kept: {"step", "params", "state", "best", "curve"}, checked against
+    the arrays the run expects (expected_checkpoint) and its steps before any is read;
+    PicoGPTError, naming the file and what can still be done, when it is missing, damaged, not
+    a regular file, or of another run."""
     path = part / "checkpoint.npz"
     try:
-        with np.load(path) as stored:
-            about = json.loads(str(stored["about"]))
-            trees = {}
-            for key in stored.files:
-                if "/" in key:
-                    kind, name = key.split("/", 1)
-                    trees.setdefault(kind, {})[name] = stored[key]
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO never blocks
+        with os.fdopen(fd, "rb") as file:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise PicoGPTError(_("it is not a regular file"))
+            with np.load(file) as stored:
+                about = json.loads(str(stored["about"]))
+                why = mismatch(stored.zip, expected, about, steps)
+                if why:
+                    raise PicoGPTError(why)
+                trees = {}
+                for key in stored.files:
+                    if "/" in key:
+                        kind, name = key.split("/", 1)
+                        trees.setdefault(kind, {})[name] = stored[key]
         params = nest(trees["params"])
         if "optimizer_step" in about:
             state = {"step": about["optimizer_step"], **nest(trees.get("optimizer", {}))}
@@ -212,11 +256,55 @@ def read_checkpoint(part: Path) -> dict:
                 "curve": about["curve"]}
     except FileNotFoundError:
         why = _("the run stopped before its first measurement, so there is none")
+    except PicoGPTError as e:
+        why = str(e)
     except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile):
         why = _("it is damaged")
     raise PicoGPTError(_("cannot go on from {file}: {reason}. Delete {part} and train again; "
                          "the model kept so far, if any, is in {model}.").format(
         file=path, reason=why, part=part, model=part.with_name(part.name.removesuffix(".part"))))
+
+
+def mismatch(stored: zipfile.ZipFile, expected: dict, about: dict, steps: int) -> str | None:
+    """Why a checkpoint (its zip, its "about") cannot be this run's, or None: read from the
+    arrays' headers, so a shape it declares is never allocated."""
+    stepped = "optimizer_step" if "optimizer_step" in about else "adam_step"  # new form, old
+    if stepped == "adam_step":
+        expected = older_form(expected)
+    for key in ("step", stepped, "best_step"):
+        value = about.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= steps:
+            return _("its {key} is {value}, not a step from 0 to the run's {steps}").format(
+                key=key, value=repr(value), steps=steps)
+    curve = about.get("curve")
+    if not (isinstance(curve, dict) and isinstance(curve.get("loss"), list)
+            and isinstance(curve.get("measured"), list)
+            and isinstance(about.get("best_held_out"), int | float)):
+        return _("it is damaged")
+    found = {}
+    for info in stored.infolist():
+        key = info.filename.removesuffix(".npy")
+        if key != "about":
+            with stored.open(info) as file:
+                version = np.lib.format.read_magic(file)
+                read_header = {(1, 0): np.lib.format.read_array_header_1_0,
+                               (2, 0): np.lib.format.read_array_header_2_0}[version]
+                shape, _fortran, dtype = read_header(file)
+            found[key] = (tuple(shape), np.dtype(dtype))
+    best = {f"best/{key[len('params/'):]}": shape for key, shape in expected.items()
+            if key.startswith("params/")}
+    optional = best if any(key.startswith("best/") for key in found) else {}
+    needed = {key: shape for key, shape in expected.items()
+              if about[stepped] or key.startswith("params/")}
+    for key, (shape, dtype) in {**needed, **optional}.items():
+        if key not in found:
+            return _("it lacks {name}").format(name=key)
+        if found[key] != (tuple(shape), np.dtype(dtype)):
+            return _("its {name} is {found}, where the run's is {shape} {dtype}").format(
+                name=key, found=f"{found[key][0]} {found[key][1]}", shape=tuple(shape),
+                dtype=np.dtype(dtype))
+    extra = sorted(set(found) - set(expected) - set(best))
+    return _("it holds {name}, which the run has not").format(name=extra[0]) if extra else None
 
 
 def save_run_model(model_dir: Path, run_id: str, hparams: dict, params: dict, vocab_dir,

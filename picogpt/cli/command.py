@@ -32,7 +32,9 @@ import fire.helptext
 import fire.trace
 
 from ..errors import PicoGPTError, _, reason
+from ..files.store import read_regular
 
+MAX_PROMPT_BYTES = 1 << 20  # --prompt_file: far past any model's context (GPT-2's: 1,024 tokens)
 TEXT = (str, str | None)  # annotations of the parameters whose values stay as typed
 # how a true-or-false flag's value may be written (any case); --name alone is true
 SWITCH = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
@@ -193,8 +195,12 @@ prompt: str, prompt_file: str | None) -> str:
         if prompt:
             raise PicoGPTError(_("give the prompt as text or with --prompt_file, not both."))
         try:
-            data = (sys.stdin.buffer.read() if prompt_file == "-"
-                    else open(prompt_file, "rb").read())  # noqa: SIM115 (read whole, closed)
+            data = (sys.stdin.buffer.read(MAX_PROMPT_BYTES + 1) if prompt_file == "-"
+                    else read_regular(prompt_file, MAX_PROMPT_BYTES))
+            if len(data) > MAX_PROMPT_BYTES:  # stdin: as read_regular bounds a file
+                raise PicoGPTError(_("{file} holds more than {mb} MB, more than picogpt reads "
+                                     "as a text or a prompt; give a smaller file.").format(
+                                         file=_("stdin"), mb=MAX_PROMPT_BYTES >> 20))
             prompt = data.decode("utf-8")
         except OSError as e:
             raise PicoGPTError(_("cannot read --prompt_file {file}: {reason}.").format(

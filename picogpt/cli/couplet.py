@@ -2,7 +2,7 @@
 couplet wrote): answer a 上句 with 下句, score a 联, and refuse in one line what only a GPT-2 does
 (a poem's form, a stop text, the explore page). The model's functions are tasks/couplet.py's."""
 
-from ..errors import PicoGPTError, _
+from ..errors import PicoGPTError, _, whole_number
 from ..files.loaded_model import LoadedModel
 from ..score import summary
 from ..tasks.couplet import answer, first_line, score_pair
@@ -36,7 +36,11 @@ def first_of(prompt: str, loaded: LoadedModel) -> str:
 def answer_text(first: str, loaded: LoadedModel, n_samples: int, top_k: int | None,
                 top_p: float | None, temperature: float, seed: int | None) -> list[str]:
     """Print the 下句 (or n_samples of them, each under a line naming it) for a 上句 first_of
-    checked, and return them."""
+    checked, and return them. top_k (the flag's, or sampler.json's) is checked against the
+    model's vocabulary first, as generate checks a GPT-2's."""
+    if top_k is not None:
+        whole_number("top_k", top_k, 1, loaded.hparams["n_vocab"],
+                     _("1 is greedy; leave it unset for greedy decoding"))
     lines = answer(first, loaded.params, loaded.hparams, loaded.encoder, top_k=top_k,
                    top_p=top_p, temperature=temperature, seed=seed, n_samples=n_samples)
     if n_samples == 1:

@@ -68,8 +68,9 @@ def check_memory(n_layer: int, n_head: int, n_embd: int, n_ctx: int, n_batch: in
                                  need=f"{need / 2**30:,.1f}", have=f"{have / 2**30:,.1f}"))
 
 
-def new_model_dir(models_dir: str, name: str) -> Path:
-    """models_dir/name, checked to be a new folder that is not one of GPT-2's sizes."""
+def check_name(name) -> None:
+    """Raise PicoGPTError unless name is a folder name (no '/', never '..') that is not one of
+    GPT-2's sizes: a model folder inside --models_dir."""
     text("name", name, _("give the new model folder's name"))
     if Path(name).name != name or name in (".", ".."):
         raise PicoGPTError(_("name={name} is not a folder name; give a name without '/', and "
@@ -77,6 +78,11 @@ def new_model_dir(models_dir: str, name: str) -> Path:
     if name in MODEL_SIZES:
         raise PicoGPTError(_("name={name} is one of GPT-2's released sizes, whose folder holds "
                              "OpenAI's download; choose another name.").format(name=repr(name)))
+
+
+def new_model_dir(models_dir: str, name: str) -> Path:
+    """models_dir/name, checked to be a new folder that is not one of GPT-2's sizes."""
+    check_name(name)
     model_dir = Path(models_dir) / name
     if model_dir.exists():
         raise PicoGPTError(_("{folder} already exists, and training never overwrites a model "

@@ -18,15 +18,16 @@ import uuid
 from dataclasses import MISSING, fields, replace
 from pathlib import Path
 
-from ..errors import PicoGPTError, _, number, whole_number
+from ..errors import PicoGPTError, _, number, reason, whole_number
 from ..files.chinese_poetry import find_collection, simplifier
 from ..files.openai import read_encoder
 from ..files.poems import read_poems, read_text
+from ..files.store import write_json_atomic
 from ..optim import GROUPS, OPTIMIZERS
 from ..tasks import SHARED, Run, Task, couplet, induction, poems, text
-from .checkpoint import check_free, part_dir, read_run, training_lock
+from .checkpoint import RUN_FORMAT, check_free, part_dir, read_run, training_lock
 from .command import run_command, said
-from .prepare import check_memory, check_run, find_vocab, new_model_dir
+from .prepare import check_memory, check_name, check_run, find_vocab, new_model_dir
 from .training import run_training
 
 PROGRAM = "python -m picogpt.train"
@@ -134,7 +135,7 @@ def train(text: str | None = None, **given) -> dict:
         return resume(**given, threads=threads)
     run, task = build_run(given)
     check_free(run.models_dir, run.name)
-    record = {"format": 2, "id": uuid.uuid4().hex, "run": run.settings()}
+    record = {"format": RUN_FORMAT, "id": uuid.uuid4().hex, "run": run.settings()}
     return train_run(run, task, record, resuming=False, threads=threads)
 
 
@@ -172,16 +173,23 @@ def build_run(given: dict) -> tuple[Run, Task]:
               models_dir=given.get("models_dir", "models"),
               text=None if text_path is None else str(Path(text_path).absolute()), **shared,
               options=options, optimizer=optimizer_of(given))
+    check_settings(run, task, source)
+    new_model_dir(run.models_dir, run.name)
+    return run, task
+
+
+def check_settings(run: Run, task: Task, source: str | None) -> None:
+    """Raise PicoGPTError for the first setting of run that cannot train, the task's own and
+    the memory its shape needs included: the same checks for a new run's flags and for a
+    stopped run's run.json, before any data is read or weights made."""
     check_run(run)
     task.check(run)
     check_memory(run.n_layer, run.n_head, run.n_embd, run.n_ctx, run.n_batch,
                  task.vocab_size(run))  # once more when the data has told the vocabulary
-    new_model_dir(run.models_dir, run.name)
     if source == "chinese-poetry":  # the collection is there, and so is OpenCC when needed
         find_collection(run.text, run.options.collection)
         if not run.options.traditional:
             simplifier()
-    return run, task
 
 
 def optimizer_of(given: dict):
@@ -238,14 +246,17 @@ def train_run(run: Run, task: Task, record: dict, resuming: bool,
               threads: int | None = None) -> dict:
     """Read run's data, have its task plan it, and train (on threads, or the count
     cli/threads.py chooses); the run and what it wrote."""
-    if resuming:  # the lock is held while this process trains (a new run takes it on begin)
-        lock = training_lock(part_dir(run.models_dir, run.name))  # noqa: F841
     reader = TASKS[run.task][1]
     data = reader(run) if reader else None
     if getattr(data, "note", ""):
         print(said(data.note), file=sys.stderr)
     digest = getattr(data, "digest", None)
     if resuming and record.get("digest") not in (None, digest):
+        if run.text is None:  # the poems of the fortunes-zh package picogpt ships with
+            raise PicoGPTError(_("fortunes-zh's poems changed since the run began (another "
+                                 "version of picogpt or fortunes-zh?), and a resumed run must "
+                                 "read the same poems; go back to that version, or train anew "
+                                 "under another --name."))
         raise PicoGPTError(_("{text_file} changed since the run began, and a resumed run must "
                              "read the same text; put it back, or train anew under another "
                              "--name.").format(text_file=run.text))
@@ -259,15 +270,52 @@ def train_run(run: Run, task: Task, record: dict, resuming: bool,
 
 def resume(name: str | None = None, models_dir: str = "models", threads: int | None = None,
            **others) -> dict:
-    """Continue the stopped run of name in models_dir with the settings it began with."""
+    """Continue the stopped run in models_dir/name.part with the settings it began with: the
+    flags name the folder, whatever its run.json says, and run.json's settings pass the checks
+    a new run's flags pass."""
     if others:
         raise PicoGPTError(_("--resume goes on with the settings the run began with; drop "
                              "--{flag}.").format(flag=next(iter(others))))
     if name is None:
         raise PicoGPTError(_("--resume needs --name, the stopped run's model name."))
+    check_name(name)
     part = part_dir(models_dir, name)
     run, record = read_run(part, {key: task for key, (task, _r) in TASKS.items()})
-    return train_run(run, TASKS[run.task][0], record, resuming=True, threads=threads)
+    lock = training_lock(part)  # noqa: F841 (held while this process trains)
+    task = TASKS[run.task][0]
+    try:
+        check_settings(run, task, data_source(task, run.text))
+    except (PicoGPTError, TypeError, ValueError, AttributeError) as e:  # a value, or its type
+        raise PicoGPTError(_("{file} holds a setting that cannot train ({reason}); delete "
+                             "{part} and train again.").format(
+            file=part / "run.json", reason=str(e).rstrip(".") if isinstance(e, PicoGPTError)
+            else reason(e), part=part)) from None
+    run = moved_here(run, record, part, name, models_dir)
+    return train_run(run, task, {**record, "run": run.settings()}, resuming=True,
+                     threads=threads)
+
+
+def moved_here(run: Run, record: dict, part: Path, name: str, models_dir: str) -> Run:
+    """run as the flags place it (models_dir/name.part); when run.json names another place (a
+    folder moved, renamed or copied), one line says so and run.json is rewritten to match."""
+    if run.name == name and same_folder(run.models_dir, models_dir):
+        return run
+    print(said(_("{file} names the run {old} in {old_dir}; it goes on as {name} in "
+                 "{models_dir}, as --name and --models_dir say, and {file} now says so.").format(
+        file=part / "run.json", old=repr(run.name), old_dir=run.models_dir, name=repr(name),
+        models_dir=models_dir)), file=sys.stderr)
+    run = replace(run, name=name, models_dir=models_dir)
+    write_json_atomic(part / "run.json", {"format": RUN_FORMAT, "id": record["id"],
+                                          "run": run.settings(), "digest": record["digest"]})
+    return run
+
+
+def same_folder(recorded, given: str) -> bool:
+    """Whether the models_dir run.json recorded names the folder given (from here)."""
+    try:
+        return Path(recorded).resolve() == Path(given).resolve()
+    except (TypeError, ValueError, OSError):
+        return False
 
 
 def quoted(prompt: str) -> str:

@@ -25,6 +25,7 @@ from ..tasks.probes import best_heads
 from ..train import Diverged, Stopped, learn
 from .checkpoint import (
     begin,
+    expected_checkpoint,
     keep_in_part,
     part_dir,
     read_checkpoint,
@@ -50,7 +51,7 @@ def run_training(run: Run, plan: Plan, record: dict, resuming: bool,
     params, state = plan.params, None
     kept = {"best": None}  # the best measurement so far, with its params
     if resuming:
-        saved = read_checkpoint(part)
+        saved = read_checkpoint(part, expected_checkpoint(plan, run.optimizer), run.steps)
         params, state, curve = saved["params"], saved["state"], saved["curve"]
         kept["best"] = saved["best"]
         for _step in range(saved["step"]):  # the batches it trained on, drawn again
@@ -81,13 +82,18 @@ def run_training(run: Run, plan: Plan, record: dict, resuming: bool,
 
     with threadpool_limits(count, user_api="blas"):  # fasttrain's pool follows it
         try:
-            learn(params, plan.batches, run.steps, run.lr, run.warmup, plan.loss_and_grads,
-                  curve, run.curve_every, measure_at, state, run.optimizer,
-                  kind_of(plan.hparams).param_groups(plan.params))
-        except Stopped as stop:
-            stopped(run, plan, part, curve, kept, record, stop)
-        except Diverged as diverged:
-            ran_away(run, plan, part, curve, kept, record, diverged)
+            try:
+                learn(params, plan.batches, run.steps, run.lr, run.warmup, plan.loss_and_grads,
+                      curve, run.curve_every, measure_at, state, run.optimizer,
+                      kind_of(plan.hparams).param_groups(plan.params))
+            except Stopped as stop:
+                stopped(run, plan, part, curve, kept, record, stop)
+            except Diverged as diverged:
+                ran_away(run, plan, part, curve, kept, record, diverged)
+        except KeyboardInterrupt as stop:  # one no line has explained: a second, while keeping
+            if stop.args:
+                raise
+            raise KeyboardInterrupt(left_behind(run, part)) from None
         best = kept["best"]
         curve = {**curve, "run": record["id"],
                  "rising_after": best["step"] if best["step"] < run.steps else None}
@@ -115,6 +121,17 @@ def stopped(run: Run, plan: Plan, part: Path, curve: dict, kept: dict, record: d
     raise KeyboardInterrupt(_("training stopped at step {reached} of {steps}; {where} Continue "
                               "from step {step} with: {command}").format(
         reached=stop.step, steps=run.steps, where=where, step=stop.step, command=command))
+
+
+def left_behind(run: Run, part: Path) -> str:
+    """What a Ctrl-C that came outside the loop's own handling (a second one while the stop
+    was being kept) left, as a sentence: part's last checkpoint and how to go on, or nothing."""
+    command = resume_command(run.name, run.models_dir)
+    if (part / "checkpoint.npz").is_file():
+        return _("training stopped; {part} keeps its last checkpoint. Continue with: "
+                 "{command}").format(part=part, command=command)
+    shutil.rmtree(part, ignore_errors=True)
+    return _("training stopped before its first measurement; nothing was written.")
 
 
 def ran_away(run: Run, plan: Plan, part: Path, curve: dict, kept: dict, record: dict,

@@ -198,7 +198,8 @@ def read_entries(file: Path) -> list | str:
 
 def poem_text(entry) -> str | None:
     """One entry's poem, its lines joined by "\\n" and their whitespace removed; None if the
-    entry is malformed (not an object, lines not a list of texts) or holds no Chinese."""
+    entry is malformed (not an object, lines not a list of texts, a lone surrogate) or holds
+    no Chinese."""
     if not isinstance(entry, dict):
         return None
     lines = next((entry[key] for key in TEXT_KEYS if key in entry), None)
@@ -206,6 +207,10 @@ def poem_text(entry) -> str | None:
         return None
     kept = ["".join(line.split()) for text in lines for line in text.splitlines()]
     poem = "\n".join(line for line in kept if line)
+    try:
+        poem.encode("utf-8")  # JSON's "\ud800" is a lone surrogate, a character of no text
+    except UnicodeEncodeError:
+        return None
     return poem if any(is_chinese(char) for char in poem) else None
 
 

@@ -139,7 +139,8 @@ class ServerError(Exception):
 
 
 class Refused(Exception):
-    """The server answered 4xx (not 416): asking again will not help."""
+    """The server answered 4xx (416 only to a request that asked for no range): asking again
+    will not help."""
 
     def __init__(self, status: int):
         super().__init__(status)
@@ -171,6 +172,8 @@ def receive(url: str, part: Path, timeout: float, limit: int | None = None) -> N
     have = part.stat().st_size if part.exists() else 0
     headers = {"Range": f"bytes={have}-"} if have else {}
     with requests.get(url, stream=True, timeout=timeout, headers=headers) as response:
+        if response.status_code == 416 and not have:  # nothing was asked for: the server's
+            raise Refused(416)  # mistake, and asking again will not mend it
         if response.status_code == 416:  # part already holds the whole file or more: start over
             part.unlink()
             raise IncompleteError(_("{file} did not match the server's file").format(
@@ -183,7 +186,8 @@ def receive(url: str, part: Path, timeout: float, limit: int | None = None) -> N
             raise Refused(response.status_code)
         resumed = response.status_code == 206
         if resumed and not response.headers.get("Content-Range", "").startswith(f"bytes {have}-"):
-            part.unlink()  # resumed somewhere else than asked: start again from byte 0
+            part.unlink(missing_ok=True)  # resumed elsewhere than asked (or than byte 0, when
+            # nothing was asked): start again from byte 0
             raise IncompleteError(_("the server resumed at the wrong place"))
         start = have if resumed else 0  # a 200 answer is the whole file, Range or not
         length = response.headers.get("Content-Length")

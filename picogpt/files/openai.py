@@ -59,6 +59,13 @@ def load_encoder_hparams_and_params(model_size: str = "124M", models_dir: str = 
             arrays = read_params(model_dir) or build_params(model_dir)
     check_shapes(arrays, hparams, str(model_dir / "hparams.json"), _("the checkpoint"),
                  _("The folder mixes two models; delete it to download again."))
+    if encoder.n_vocab > hparams["n_vocab"]:  # ids past the weights' rows would have no row
+        raise PicoGPTError(_("{folder}'s vocabulary holds {n} tokens, but its weights have "
+                             "{rows} rows (n_vocab in hparams.json): the vocabulary is not this "
+                             "model's. {fix}").format(
+            folder=model_dir, n=encoder.n_vocab, rows=hparams["n_vocab"],
+            fix=_("Delete {folder} to download it again.").format(folder=model_dir) if released
+            else _("Train the model again.")))
     check_finite(first_not_finite(model_dir, arrays), str(model_dir / "params"),
                  _("Delete {folder} to download it again.").format(folder=model_dir) if released
                  else _("Train the model again."))

@@ -17,12 +17,15 @@ from ..errors import PicoGPTError, _, reason
 from ..verse import PUNCTUATION
 from ..wordpiece import is_chinese
 from .chinese_poetry import read_chinese_poetry
+from .store import read_regular
 
 FORTUNES = Path("/usr/share/games/fortunes")  # where Debian's fortunes-zh puts its files
 FORTUNE_FILES = ("tang300", "song100", "chinese")  # 唐诗三百首, 宋词一百首, sayings and verse
 COLOUR = re.compile(r"\x1b\[[0-9;]*m")  # the terminal colour codes fortune prints titles in
 MARKS = set(PUNCTUATION + "、“”‘’「」『』《》（）·…—")
 # Characters of modern written Chinese that classical verse and sayings almost never use
+# the largest --text read (a novel is a few MB; training in NumPy on a GB would take days)
+MAX_TEXT_BYTES = 1 << 30
 MODERN = set("的们这吗呢您她它啊吧")
 
 
@@ -100,9 +103,10 @@ def read_poems(text_file: str | None, collection: str | None = None,
 
 
 def read_text(text_file: str) -> str:
-    """The text file's text, which must be UTF-8."""
+    """The text file's text, which must be UTF-8, from a regular file of at most
+    MAX_TEXT_BYTES."""
     try:
-        return Path(text_file).read_text(encoding="utf-8")
+        return read_regular(text_file, MAX_TEXT_BYTES).decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise PicoGPTError(_("cannot read {file} as UTF-8 text ({error}); give a UTF-8 text "
                              "file.").format(file=text_file, error=reason(e))

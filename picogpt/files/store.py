@@ -4,11 +4,16 @@ It writes and reads `models_dir/<name>/params/` (with a manifest of shapes, CRC-
 holds the folder lock and the JSON helpers, and writes the folder `python -m picogpt.train` makes
 (`save_model`).
 
-The files are read back and checked against their CRC-32s once, right after writing. Later runs
-memory-map them after comparing each file's size and header (shape, float32) with the manifest's
-(a full check of every byte of a 1558M model took 2 s of every start: docs/performance.md). The
-check holds nothing a copy changes, such as a file's time, so a folder copied (cp -r), cloned or
-mounted read-only runs as it was written; and reading never writes into the folder. A run never
+The files are read back and checked against their CRC-32s once, right after writing, and the
+manifest records each file's stamp then: (size, mtime_ns, ctime_ns, inode). Later runs
+memory-map them after comparing each file's size and header (shape, float32) with the manifest's,
+and its stamp: a file whose stamp is the one recorded is as it was written (a full check of every
+byte of a 1558M model took 2 s of every start: docs/performance.md). A file whose stamp changed
+(a copy, a clone, a file replaced at the same size: a user cannot set ctime) is read whole and
+its CRC-32 compared with the one recorded: the same bytes run, others make the store stale, so
+it is converted again or refused. Reading never writes into the folder, so a copied (cp -r),
+cloned or read-only folder runs as it was written, and pays that check at each start
+(docs/troubleshooting.md has the cost). A run never
 replaces a folder's params/ with half of a new one: a new one is written beside it and swapped in
 with a rename.
 The manifest also records, for each tensor, whether its numbers are all finite (no NaN, no
@@ -79,6 +84,23 @@ def read_json(path: Path) -> Any:
         return None
 
 
+def read_regular(path: str, limit: int) -> bytes:
+    """The bytes of the regular file at path (after symlinks), at most limit of them: a FIFO, a
+    device (/dev/zero, /dev/urandom) or a folder is refused before a byte is read, and so is a
+    file larger than limit, in one line each. OSError when it cannot be opened at all."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO never blocks
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise PicoGPTError(_("{file} is not a regular file (a FIFO, a device or a folder); "
+                                 "give a text file.").format(file=path))
+        data = file.read(limit + 1)  # a file that grew since: the bytes tell, not the size
+    if len(data) > limit:
+        raise PicoGPTError(_("{file} holds more than {mb} MB, more than picogpt reads as a text "
+                             "or a prompt; give a smaller file.").format(file=path,
+                                                                         mb=limit >> 20))
+    return data
+
+
 def write_json_atomic(path: Path, value: Any) -> None:
     """Write JSON so that readers see the old file or the new one, never half of one."""
     tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
@@ -141,6 +163,13 @@ def built_from(recorded: dict | None, source: dict | None) -> bool:
         name: s["size"] for name, s in source.items()}
 
 
+def file_stamp(path: Path) -> list[int]:
+    """What tells a file apart from one put in its place: (size, mtime_ns, ctime_ns, inode). A
+    copy or a replacement changes ctime and the inode, which no user sets back."""
+    info = path.stat()
+    return [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino]
+
+
 def file_size(meta: dict) -> int:
     """The size the manifest records for a tensor's file (format 3: its stamp's first half)."""
     return meta["size"] if "size" in meta else meta["stamp"][0]
@@ -172,6 +201,8 @@ def read_params(model_dir: Path) -> dict[str, np.ndarray] | None:
             array = np.asarray(np.load(file, mmap_mode="r"))
             if list(array.shape) != meta["shape"] or array.dtype != np.float32:
                 return None
+            if file_stamp(file) != meta.get("file_stamp") and crc32(array) != meta["crc32"]:
+                return None  # changed since it was written, at the same size
             arrays[name] = array
     except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):  # malformed
         return None
@@ -215,7 +246,8 @@ def write_tensors(named_arrays, out_dir: Path) -> dict[str, dict]:
             raise PicoGPTError(_("{file} does not read back as written (disk full or failing?); "
                                  "free some space and run again.").format(file=file))
         tensors[name] = {"shape": list(array.shape), "crc32": checksum,
-                         "size": file.stat().st_size, "finite": finite(array)}
+                         "size": file.stat().st_size, "finite": finite(array),
+                         "file_stamp": file_stamp(file)}
     return tensors
 
 

@@ -6,9 +6,12 @@ A folder that already holds files is never written into.
 
 The archive is treated as hostile (a mirror, a damaged download): only its files and folders are
 unpacked, never a link or a device; a name that would land outside the folder refuses the whole
-archive, and so do more than MAX_MEMBERS entries or MAX_BYTES of content.
+archive, and so do more than MAX_MEMBERS entries, MAX_BYTES of content or a sparse member (one
+that a few bytes of archive declare as gigabytes of zeros: chinese-poetry has none). The bytes
+are counted as they are written, member by member, not as they are read from the download.
 """
 
+import errno
 import gzip
 import os
 import re
@@ -32,7 +35,13 @@ class BadArchive(Exception):
 
 
 def check_new(folder: Path) -> None:
-    """Refuse a folder that exists and holds something (or is a file), before any download."""
+    """Refuse, before any download, a folder the unpacked archive could not become: one that
+    exists and holds something (or is a file), a link (dangling or not), a name that is no
+    folder's (".", ".."), or one too long for the file system with the work folder's suffix."""
+    name = folder.absolute().name
+    if folder.is_symlink() or folder.name in ("", "..") or not name:
+        raise PicoGPTError(_("{folder} is a link or not a folder's name; give the path of a new "
+                             "folder, as in data/chinese-poetry.").format(folder=folder))
     try:
         taken = folder.exists() and (not folder.is_dir() or any(folder.iterdir()))
     except OSError as e:  # a folder that cannot be listed
@@ -42,6 +51,20 @@ def check_new(folder: Path) -> None:
         raise PicoGPTError(_("{folder} already exists and is not an empty folder; give a new "
                              "folder (picogpt never writes into one that holds files).").format(
                                  folder=folder))
+    if len(os.fsencode(f".{name}.download-12345678")) > name_max(folder.absolute().parent):
+        raise PicoGPTError(_("{folder}: the name is too long for this file system; give a "
+                             "shorter one.").format(folder=folder))
+
+
+def name_max(folder: Path) -> int:
+    """The longest file name the file system holding folder (or its nearest existing parent)
+    allows, in bytes; 255 where it cannot tell."""
+    for place in (folder, *folder.parents):
+        try:
+            return os.pathconf(place, "PC_NAME_MAX")
+        except (OSError, ValueError, AttributeError):
+            continue
+    return 255
 
 
 def download_unpacked(url: str, folder: Path, check: Callable[[Path], None], advice: str,
@@ -109,7 +132,7 @@ def unpack_tar(archive: Path, target: Path, max_members: int = MAX_MEMBERS,
                max_bytes: int = MAX_BYTES) -> int:
     """Unpack the files and folders of the .tar.gz archive into the folder target; returns the
     files written. Raises BadArchive for a damaged or unsafe archive."""
-    n_files = 0
+    n_files, budget = 0, Budget(max_bytes)
     try:
         with gzip.open(archive, "rb") as raw, tarfile.open(
                 fileobj=Bounded(raw, max_bytes), mode="r|") as tar:
@@ -117,8 +140,11 @@ def unpack_tar(archive: Path, target: Path, max_members: int = MAX_MEMBERS,
                 if n == max_members:
                     raise BadArchive(_("more than {n} entries").format(n=max_members))
                 parts = safe_parts(member.name)
+                if member.issparse():  # its zeros come from no bytes of the archive
+                    raise BadArchive(_("it holds {name}, a sparse file").format(
+                        name=repr(member.name)))
                 if parts and (member.isdir() or member.isfile()):  # never a link or a device
-                    n_files += unpack_member(tar, member, target.joinpath(*parts))
+                    n_files += unpack_member(tar, member, target.joinpath(*parts), budget)
     except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as e:
         raise BadArchive(_("not a whole .tar.gz: {error}").format(
             error=reason(e))) from None
@@ -134,9 +160,10 @@ def safe_parts(name: str) -> list[str]:
     return parts
 
 
-def unpack_member(tar: tarfile.TarFile, member: tarfile.TarInfo, path: Path) -> int:
-    """Make member's folder, or write its file as a new one (never through an existing path);
-    returns the files written."""
+def unpack_member(tar: tarfile.TarFile, member: tarfile.TarInfo, path: Path,
+                  budget: "Budget") -> int:
+    """Make member's folder, or write its file as a new one (never through an existing path),
+    its bytes counted against budget; returns the files written."""
     try:
         if member.isdir():
             path.mkdir(parents=True, exist_ok=True)
@@ -145,11 +172,30 @@ def unpack_member(tar: tarfile.TarFile, member: tarfile.TarInfo, path: Path) -> 
         source = tar.extractfile(member)
         with open(path, "xb") as f:
             while chunk := source.read(CHUNK):
+                budget.spend(len(chunk))
                 f.write(chunk)
         return 1
     except (FileExistsError, IsADirectoryError, NotADirectoryError):
         raise BadArchive(_("it holds {name} twice, or as a file and as a folder").format(
             name=repr(member.name))) from None
+    except OSError as e:
+        if e.errno != errno.ENAMETOOLONG:
+            raise
+        raise BadArchive(_("it holds {name}, a name too long for this file system").format(
+            name=repr(member.name))) from None
+
+
+class Budget:
+    """The bytes an archive may write once unpacked, all its members together: spend raises
+    BadArchive before the write that would pass limit."""
+
+    def __init__(self, limit: int):
+        self.limit, self.written = limit, 0
+
+    def spend(self, n_bytes: int) -> None:
+        self.written += n_bytes
+        if self.written > self.limit:
+            raise BadArchive(_("more than {mb} MB once unpacked").format(mb=self.limit >> 20))
 
 
 class Bounded:

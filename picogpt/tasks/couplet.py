@@ -296,6 +296,7 @@ def plan(run: Run, data) -> Plan:
                              "poems.").format(n=len(train_rows) + len(held_rows)))
     encoder = Chars(count_chars("".join(first + second for first, second, _middle in train_rows)))
     train, held = as_ids(train_rows, encoder), as_ids(held_rows, encoder)
+    top_k = min(8, encoder.n_vocab)  # the samples' k, within a small corpus's vocabulary
     hparams = {"model": "transformer", "n_vocab": encoder.n_vocab, "n_ctx": run.n_ctx,
                "n_embd": run.n_embd, "n_head": n_head, "n_layer": run.n_layer,
                "n_dec_layer": o.n_dec_layer or run.n_layer, "norm_first": True}
@@ -309,11 +310,11 @@ def plan(run: Run, data) -> Plan:
 
     def sample(params: dict, step: int) -> str:
         first = prompts[(step // run.curve_every) % len(prompts)]
-        return f"{first}，{answer(first, params, hparams, encoder, top_k=8, seed=step)[0]}。"
+        return f"{first}，{answer(first, params, hparams, encoder, top_k=top_k, seed=step)[0]}。"
 
     def finish(params: dict) -> dict:
         firsts = [first for first, _second, _middle in judged]
-        made = answer_each(firsts, params, hparams, encoder, top_k=8, seed=run.seed)
+        made = answer_each(firsts, params, hparams, encoder, top_k=top_k, seed=run.seed)
         result = {"samples": [f"{first}，{second}。" for first, second in zip(firsts[:8], made)],
                   "pairs": [[first, second, real, middle] for (first, real, middle), second in
                             zip(judged[:200], made)]}
@@ -344,7 +345,7 @@ def plan(run: Run, data) -> Plan:
         baselines=base, figures=figures, sample=sample,
         curve={"held_out_tokens": held.n_tokens, "held_out_pairs": len(held_rows),
                "training_pairs": len(train_rows)},
-        finish=finish, prompt=prompts[0], sampler={"top_k": 8})
+        finish=finish, prompt=prompts[0], sampler={"top_k": top_k})
 
 
 def spread(rows: list, n: int, seed: int = 47) -> list:
