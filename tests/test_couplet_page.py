@@ -155,9 +155,11 @@ def test_the_page_draws_the_traces_three_kinds_of_attention_on_their_axes(models
         assert column.locator(".second .char").inner_text() == ([*second, "end"])[i]
         assert column.locator(".first .char").all_inner_texts() == list(FIRST[i : i + 1])
     # each p is the one of the distribution the character was drawn from: the length mask
-    # (no end and no unknown before the nth place, only the end at it), then top-k 5
-    np.testing.assert_allclose(shown_p(page), drawn_from(logits, written, encoder, top_k=5),
-                               atol=5e-5)
+    # (no end and no unknown before the nth place, only the end at it), --distinct's (on by
+    # default), then top-k 5
+    np.testing.assert_allclose(shown_p(page), drawn_from(logits, written, encoder, top_k=5,
+                                                         first=FIRST), atol=5e-5)
+    assert len(set(second)) == len(second)  # FIRST has seven different characters
     assert "distribution it was drawn from" in page.locator("#n-couplet").inner_text()
     assert page.errors == [] and page.requests == [path.as_uri()]  # nothing fetched
 
@@ -167,12 +169,18 @@ def shown_p(page) -> list[float]:
         "() => [...document.querySelectorAll('#pair .col[data-i] .p')].map(e => e.title)")]
 
 
-def drawn_from(logits: np.ndarray, written: list[int], encoder, top_k: int | None = None):
-    """Each written id's probability under the couplet's length mask and top-k, made here from
-    the trace's logits [n + 1, n_vocab]: the last row may write only the end."""
+def drawn_from(logits: np.ndarray, written: list[int], encoder, top_k: int | None = None,
+               first: str | None = None):
+    """Each written id's probability under the couplet's length mask, --distinct's when first
+    (the 上句) is given, and top-k, made here from the trace's logits [n + 1, n_vocab]: the last
+    row may write only the end; row i no character of rows j < i where first[j] != first[i]."""
     n, masked = len(written) - 1, logits.astype(np.float64).copy()
     masked[:n, [encoder.end, encoder.unknown]] = -np.inf
     masked[n, np.arange(masked.shape[1]) != encoder.end] = -np.inf
+    for i in range(n if first else 0):
+        unasked = {written[j] for j in range(i) if first[j] != first[i]}
+        asked = {written[j] for j in range(i) if first[j] == first[i]}
+        masked[i, list(unasked - asked)] = -np.inf
     if top_k is not None:
         kth = np.sort(masked, -1)[:, -top_k][:, None]
         masked[masked < kth] = -np.inf
@@ -294,6 +302,24 @@ def test_the_page_says_what_the_model_is_in_both_languages(models, browser, tmp_
                    ("heads", "zh-CN"): "（靠 logits 上的掩码）；贪心解码。"}
         assert sampler[name, locale] in settings, settings
         page.context.close()
+
+
+@pytest.mark.parametrize("locale, width", [("en-US", 390), ("zh-CN", 390), ("en-US", 1200)])
+def test_a_short_models_name_stays_whole_in_the_title(models, browser, tmp_path, locale, width):
+    """A model named "dui" on a phone and a desktop: its name on one line of the title, never
+    split at the line's end ("d / ui"), and the title and the row labels within their boxes."""
+    shape = {"n_embd": 16, "n_head": 2, "n_layer": 1, "n_dec_layer": 1}
+    if not (models / "dui").exists():
+        couplet_folder(models, "dui", shape, init_params({**shape, "n_vocab": len(TOKENS)},
+                                                         np.random.default_rng(2)), random=False)
+    path = tmp_path / "dui.html"
+    explained(models, "dui", FIRST, path)
+    page = open_page(browser, path, locale, width)
+    name = page.locator("h1 .name")
+    assert name.inner_text() == "dui"
+    assert name.evaluate("e => e.getClientRects().length") == 1
+    assert_couplet_fits(page, width)
+    page.context.close()
 
 
 def assert_couplet_fits(page, width: int) -> None:

@@ -65,13 +65,13 @@ def first_of(prompt: str, loaded: LoadedModel) -> str:
 
 
 def answer_text(first: str, loaded: LoadedModel, n_samples: int, sampling: Sampling,
-                seed: int | None) -> Written:
+                seed: int | None, distinct: bool = False) -> Written:
     """Print the 下句 (or n_samples of them, each under a line naming it) for a 上句 first_of
     checked, and return what decode.py's loop wrote (the ids and their probabilities)."""
     encoder = loaded.encoder
     src = np.array([encoder.encode(first)] * n_samples)  # [n_samples, length]
     made = written(src, loaded.params, loaded.hparams, encoder, sampling,
-                   sample_rngs(seed, n_samples))
+                   sample_rngs(seed, n_samples), distinct=distinct)
     said = lines(made, encoder)
     if n_samples == 1:
         print(said[0], flush=True)
@@ -101,7 +101,7 @@ def pair_for_page(text: str, loaded: LoadedModel, given: dict) -> tuple[str, str
     """The 上句 and 下句 of a whole 联 for --explain, checked: as long as each other (the length
     mask the page shows), within the context, and no sampler flag (nothing is sampled)."""
     for name, unset in (("top_k", None), ("top_p", None), ("temperature", 1.0), ("seed", None),
-                        ("n_samples", 1)):
+                        ("n_samples", 1), ("distinct", None)):
         if given.get(name, unset) != unset:
             raise PicoGPTError(_("--{name} does nothing on a whole 联: its 下句 is the poet's, "
                                  "fed in, not sampled; drop --{name}, or give the 上句 alone "
