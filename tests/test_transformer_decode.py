@@ -78,3 +78,16 @@ def test_distinct_is_on_by_default_on_the_command_line_and_a_gpt2_refuses_it(tmp
     assert any(unasked_repeat(first, line) for line in said[("--distinct=false",)])
     assert_one_line_error(picogpt("Alan Turing", "--models_dir", str(tiny.models_dir),
                                   "--distinct=false"), "--distinct is for a couplet model")
+
+
+def test_the_packages_decode_stays_the_decoders_forward_after_the_room_loads():
+    """`from picogpt.transformer import decode` is model.py's decode whatever was imported
+    before: loading the room decode.py must not replace the package's name with the module."""
+    import importlib
+
+    import picogpt.transformer as package
+    from picogpt.transformer import model
+
+    room = importlib.import_module("picogpt.transformer.decode")
+    assert package.decode is model.decode and room.write is not None
+    assert package.decoding is room
