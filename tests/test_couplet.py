@@ -5,7 +5,9 @@ chinese-poetry's layouts in simplified characters, the 下句's length, --score 
 forward, and what only a GPT-2 takes refused in one line."""
 
 import doctest
+import importlib
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -16,6 +18,7 @@ from picogpt.files.loaded_model import load_model
 from picogpt.tasks import couplet
 from picogpt.tasks.ngram import aligned_loss, unigram_probs
 from picogpt.transformer import decode, encode, logits
+from picogpt.transformer.decode import answer_each
 
 # Traditional characters whose simplified forms differ, and their simplified forms
 TRADITIONAL, SIMPLIFIED = "風雲龍鳥東長門開書車馬魚", "风云龙鸟东长门开书车马鱼"
@@ -146,6 +149,47 @@ def test_the_command_answers_a_shang_ju_with_a_xia_ju_of_its_length(ci_run):
         assert_one_line_error(picogpt(*args, *model), message)
 
 
+def test_the_answer_is_the_one_the_shang_ju_asks_for(ci_run):
+    """The 下句 reads its 上句: on 上句 never seen, the greedy 下句 is mostly the corpus's rule
+    (character i answers MIRROR's of the 上句's character L-1-i), which a decoder that ignored
+    its encoder could not follow past chance (1 in 12), however long and well-formed its lines;
+    and the command line writes the same 下句 as the function (--distinct on)."""
+    _root, models, _done = ci_run
+    loaded = load_model("dui", str(models))
+    mirror = dict(zip(SIMPLIFIED, SIMPLIFIED[::-1]))  # MIRROR, in the simplified corpus
+    rng = np.random.default_rng(11)
+    firsts = ["".join(rng.choice(list(SIMPLIFIED), length)) for length in [5] * 12 + [7] * 12]
+    made = answer_each(firsts, loaded.params, loaded.hparams, loaded.encoder)
+    expected = ["".join(mirror[c] for c in reversed(first)) for first in firsts]
+    right = np.mean([a == b for line, want in zip(made, expected) for a, b in zip(line, want)])
+    assert right > 0.6, list(zip(firsts, made))
+    ran = picogpt(firsts[0], "--model_size", "dui", "--models_dir", str(models), "--top_k", "1")
+    assert ran.returncode == 0, ran.stderr  # --distinct is on by default
+    assert ran.stdout.strip() == answer_each(firsts[:1], loaded.params, loaded.hparams,
+                                             loaded.encoder, distinct=True)[0]
+
+
+def test_a_couplet_model_samples_with_its_sampler_json_temperature_included(ci_run, tmp_path):
+    """With no sampler flag a couplet model draws as its sampler.json says, temperature
+    included, as a GPT-2 does: the same 下句, seed for seed, as those flags typed, and not the
+    same as top-k 8 at temperature 1."""
+    _root, models, _done = ci_run
+    hot = tmp_path / "hot"
+    shutil.copytree(models / "dui", hot)
+    (hot / "sampler.json").write_text(json.dumps({"top_k": 8, "temperature": 3.0}))
+    model = ["--model_size", "hot", "--models_dir", str(tmp_path)]
+    first = "风云龙鸟东长门"
+    own, typed, cool = [], [], []
+    for seed in ("0", "1", "2", "3"):
+        ran = picogpt(first, *model, "--seed", seed)
+        assert ran.returncode == 0 and "--temperature 3.0" in ran.stderr, ran.stderr
+        own.append(ran.stdout.strip())
+        typed.append(picogpt(first, *model, "--top_k", "8", "--temperature", "3", "--seed",
+                             seed).stdout.strip())
+        cool.append(picogpt(first, *model, "--top_k", "8", "--seed", seed).stdout.strip())
+    assert own == typed and own != cool, (own, typed, cool)
+
+
 def test_score_is_the_float64_forward_of_the_pair(ci_run):
     """--score of 「上句，下句」: each character of the 下句 and the end, given the 上句, equal to
     transformer/model.py's forward on the same pair in float64 (its own distribution: no mask)."""
@@ -179,7 +223,9 @@ def couplet_float64(params):
 
 
 def test_answer_is_a_function_a_learner_imports_and_its_example_runs():
-    failed, tried = doctest.testmod(couplet, optionflags=doctest.ELLIPSIS)
+    # the module by its name: the package's attribute `decode` is model.py's function
+    decoding = importlib.import_module("picogpt.transformer.decode")
+    failed, tried = doctest.testmod(decoding, optionflags=doctest.ELLIPSIS)
     assert tried >= 1 and failed == 0
 
 

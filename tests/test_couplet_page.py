@@ -3,6 +3,7 @@ attention weight, as hovered and as painted, each written character's probabilit
 score), its three kinds of attention have the axes their kinds have, it says what the model is,
 and it fits a 390 px phone and a 1,920 px desktop in Chinese and English in every kind of font."""
 
+import copy
 import json
 from pathlib import Path
 
@@ -46,15 +47,20 @@ def couplet_folder(models_dir: Path, name: str, hparams: dict, params: dict,
 def models(tmp_path_factory) -> Path:
     """"rnd": random weights, one encoder block and two decoder blocks (the page must not mix
     the two counts), two heads; "heads": the aligned and the mirror head of
-    test_transformer_inside, as a trained model's folder (no random-weights.txt)."""
+    test_transformer_inside, as a trained model's folder (no random-weights.txt);
+    "heads-swapped": the same with the aligned head second."""
     models_dir = tmp_path_factory.mktemp("couplet-page")
     shape = {"n_embd": 16, "n_head": 2, "n_layer": 1, "n_dec_layer": 2}
     couplet_folder(models_dir, "rnd", shape, init_params(
         {**shape, "n_vocab": len(TOKENS)}, np.random.default_rng(0)), random=True)
     hparams, params = aligned_and_mirror_heads(6)
     params["embed"] = np.zeros((len(TOKENS), hparams["n_embd"]), np.float32)
-    couplet_folder(models_dir, "heads", {key: hparams[key] for key in (
-        "n_embd", "n_head", "n_layer", "n_dec_layer")}, params, random=False)
+    shape = {key: hparams[key] for key in ("n_embd", "n_head", "n_layer", "n_dec_layer")}
+    couplet_folder(models_dir, "heads", shape, params, random=False)
+    swapped = copy.deepcopy(params)  # head 1 aligns, head 0 mirrors: q's two halves swapped
+    q = swapped["decoder"]["blocks"][0]["cross_attn"]["q"]["w"]
+    q[:] = np.concatenate([q[:, q.shape[1] // 2:], q[:, :q.shape[1] // 2]], axis=1)
+    couplet_folder(models_dir, "heads-swapped", shape, swapped, random=False)
     return models_dir
 
 
@@ -148,11 +154,75 @@ def test_the_page_draws_the_traces_three_kinds_of_attention_on_their_axes(models
         column = columns.nth(i)
         assert column.locator(".second .char").inner_text() == ([*second, "end"])[i]
         assert column.locator(".first .char").all_inner_texts() == list(FIRST[i : i + 1])
-    shown = [float(p) for p in page.evaluate(
-        "() => [...document.querySelectorAll('#pair .col[data-i] .p')].map(e => e.title)")]
-    probs = softmax(logits.astype(np.float64))[np.arange(n + 1), written]
-    np.testing.assert_allclose(shown, probs, atol=5e-5)
+    # each p is the one of the distribution the character was drawn from: the length mask
+    # (no end and no unknown before the nth place, only the end at it), --distinct's (on by
+    # default), then top-k 5
+    np.testing.assert_allclose(shown_p(page), drawn_from(logits, written, encoder, top_k=5,
+                                                         first=FIRST), atol=5e-5)
+    assert len(set(second)) == len(second)  # FIRST has seven different characters
+    assert "distribution it was drawn from" in page.locator("#n-couplet").inner_text()
     assert page.errors == [] and page.requests == [path.as_uri()]  # nothing fetched
+
+
+def shown_p(page) -> list[float]:
+    return [float(p) for p in page.evaluate(
+        "() => [...document.querySelectorAll('#pair .col[data-i] .p')].map(e => e.title)")]
+
+
+def drawn_from(logits: np.ndarray, written: list[int], encoder, top_k: int | None = None,
+               first: str | None = None):
+    """Each written id's probability under the couplet's length mask, --distinct's when first
+    (the 上句) is given, and top-k, made here from the trace's logits [n + 1, n_vocab]: the last
+    row may write only the end; row i no character of rows j < i where first[j] != first[i]."""
+    n, masked = len(written) - 1, logits.astype(np.float64).copy()
+    masked[:n, [encoder.end, encoder.unknown]] = -np.inf
+    masked[n, np.arange(masked.shape[1]) != encoder.end] = -np.inf
+    for i in range(n if first else 0):
+        unasked = {written[j] for j in range(i) if first[j] != first[i]}
+        asked = {written[j] for j in range(i) if first[j] == first[i]}
+        masked[i, list(unasked - asked)] = -np.inf
+    if top_k is not None:
+        kth = np.sort(masked, -1)[:, -top_k][:, None]
+        masked[masked < kth] = -np.inf
+    return softmax(masked)[np.arange(n + 1), written]
+
+
+def test_a_whole_lian_shows_the_poets_xia_ju_fed_in_and_the_models_masked_distribution(
+        models, browser, tmp_path):
+    """picogpt "上句，下句" --explain: the page's attention is the trace of the real 联, each p is
+    the model's own probability of the poet's character under the length mask, the page says the
+    下句 was fed in; the other flags keep their refusal."""
+    second = "风月日日月月月"
+    path = tmp_path / "lian.html"
+    printed = explained(models, "rnd", f"{FIRST}，{second}", path)
+    assert printed == ""  # nothing was written by the model
+    loaded, logits, values = traced(models, "rnd", FIRST, second)
+    encoder = loaded.encoder
+    written = [*encoder.encode(second), encoder.end]
+    for locale, said in (("en-US", "teacher forcing"), ("zh-CN", "教师强制")):
+        page = open_page(browser, path, locale)
+        assert said in page.locator("#settings").inner_text()
+        assert page.locator("#pair .second .char").all_inner_texts()[:-1] == list(second)
+        np.testing.assert_allclose(shown_p(page), drawn_from(logits, written, encoder),
+                                   atol=5e-5)
+        page.select_option("#cross-layer", "1")
+        page.select_option("#cross-head", "1")
+        pattern = values["decoder.blocks.1.cross_attn.pattern"][1]  # [n + 1, n]
+        painted = np.array(page.evaluate(PAINTED, ["cross-map", *pattern.shape]))
+        shade = np.round(255 * (1 - np.sqrt(pattern.astype(np.float64))))
+        assert np.abs(painted - shade).max() <= 1
+        assert page.errors == []
+        page.context.close()
+    from test_openai import assert_one_line_error
+
+    model = ["--model_size", "rnd", "--models_dir", str(models)]
+    for flags, message in (([], "a whole 联 goes with --explain"),
+                           (["--explain", str(path), "--top_k", "3"], "--top_k does nothing"),
+                           (["--explain", str(path), "--n_samples", "2"], "--n_samples"),
+                           (["--explain", str(path), "--line", "7"], "--line is for a GPT-2")):
+        assert_one_line_error(picogpt(f"{FIRST}，{second}", *model, *flags), message)
+    assert_one_line_error(picogpt(f"{FIRST}，风月", *model, "--explain", str(path)),
+                          "the 下句 has 2 characters and the 上句 7")
 
 
 def test_the_same_position_scores_are_the_traces_and_the_aligned_head_is_seen(models, browser,
@@ -189,6 +259,25 @@ def test_the_same_position_scores_are_the_traces_and_the_aligned_head_is_seen(mo
         page.context.close()
 
 
+def test_the_page_opens_on_the_most_aligned_cross_attention_head(models, browser, tmp_path):
+    """The cross-attention panel opens on the head of the highest 对位 score (here head 1 of
+    the swapped model), not on head 0 of block 0, and lights its diagonal."""
+    first = FIRST[:6]
+    for name, best in (("heads-swapped", 1), ("heads", 0)):
+        path = tmp_path / f"{name}.html"
+        second = explained(models, name, first, path)
+        scores = same_position_score(traced(models, name, first, second)[2])  # [1, 2]
+        assert int(np.argmax(scores)) == best and scores.max() > 0.99, scores
+        page = open_page(browser, path)
+        assert page.locator("#cross-layer").input_value() == "0"
+        assert page.locator("#cross-head").input_value() == str(best)
+        assert page.locator("#same td[aria-pressed='true']").get_attribute("data-head") == \
+            str(best)
+        painted = np.array(page.evaluate(PAINTED, ["cross-map", 7, 6]))
+        assert np.all(np.diagonal(painted) < 40), painted
+        page.context.close()
+
+
 def test_the_page_says_what_the_model_is_in_both_languages(models, browser, tmp_path):
     """A couplet model, an encoder-decoder of its own two counts of layers, never GPT-2; random
     weights said as such; the sampler as the run used it."""
@@ -213,6 +302,24 @@ def test_the_page_says_what_the_model_is_in_both_languages(models, browser, tmp_
                    ("heads", "zh-CN"): "（靠 logits 上的掩码）；贪心解码。"}
         assert sampler[name, locale] in settings, settings
         page.context.close()
+
+
+@pytest.mark.parametrize("locale, width", [("en-US", 390), ("zh-CN", 390), ("en-US", 1200)])
+def test_a_short_models_name_stays_whole_in_the_title(models, browser, tmp_path, locale, width):
+    """A model named "dui" on a phone and a desktop: its name on one line of the title, never
+    split at the line's end ("d / ui"), and the title and the row labels within their boxes."""
+    shape = {"n_embd": 16, "n_head": 2, "n_layer": 1, "n_dec_layer": 1}
+    if not (models / "dui").exists():
+        couplet_folder(models, "dui", shape, init_params({**shape, "n_vocab": len(TOKENS)},
+                                                         np.random.default_rng(2)), random=False)
+    path = tmp_path / "dui.html"
+    explained(models, "dui", FIRST, path)
+    page = open_page(browser, path, locale, width)
+    name = page.locator("h1 .name")
+    assert name.inner_text() == "dui"
+    assert name.evaluate("e => e.getClientRects().length") == 1
+    assert_couplet_fits(page, width)
+    page.context.close()
 
 
 def assert_couplet_fits(page, width: int) -> None:
@@ -283,12 +390,14 @@ def test_a_couplet_pages_data_is_json_the_page_reads_and_the_explore_refusal_sta
     refuses a couplet model in one line."""
     from test_openai import assert_one_line_error
 
+    from picogpt.transformer.decode import read_pair
     from picogpt.web.couplet import couplet_data
 
     loaded = load_model("rnd", str(models))
-    data = couplet_data(FIRST, "风月日日月月月", loaded.params, loaded.hparams, loaded.encoder,
+    made = read_pair(FIRST, "风月日日月月月", loaded.params, loaded.hparams, loaded.encoder)
+    data = couplet_data(FIRST, made, loaded.params, loaded.hparams, loaded.encoder,
                         {"top_k": None, "top_p": None, "temperature": 1.0, "seed": None},
-                        loaded.about())
+                        loaded.about(), forced=True)
     assert json.loads(json.dumps(data)) == data
     assert data["model"]["kind"] == "random" and data["model"]["seq2seq"]
     # row i reads the start token or character i - 1, and writes character i or the end

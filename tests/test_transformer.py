@@ -16,12 +16,12 @@ from picogpt.transformer import (
     decoder_layer,
     encode,
     encoder_layer,
-    greedy_seq2seq,
     logits,
     multi_head_attention,
     padding_mask,
     sinusoidal_positions,
 )
+from picogpt.transformer.decode import write
 
 D_MODEL, N_HEAD, D_FF, N_VOCAB, PAD, BOS, EOS = 32, 4, 64, 24, 0, 1, 2
 
@@ -287,13 +287,13 @@ def torch_greedy(model, embedding, src: np.ndarray, n_tokens: int) -> np.ndarray
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
-def test_greedy_seq2seq_gives_torchs_ids(norm_first):
+def test_greedy_decoding_gives_torchs_ids(norm_first):
     rng = np.random.default_rng(5)
     model, embedding = torch_transformer(norm_first, seed=8)
     src = padded_ids(rng, [9, 4, 7, 2, 9], 9)
     expected = torch_greedy(model, embedding, src, 12)
     params = transformer_params(model, embedding)
-    got = greedy_seq2seq(src, params, N_HEAD, 12, BOS, EOS, PAD, norm_first)
+    got = write(src, params, N_HEAD, 12, BOS, EOS, pad_id=PAD, norm_first=norm_first).ids
     assert np.array_equal(got, expected)
     # A random 2-layer model with tied embeddings tends to repeat a row's first token, which a
     # position or mask bug could match too; so the logits at every position of the targets
@@ -359,8 +359,8 @@ def test_separate_source_and_target_vocabularies_and_pad_ids_equal_torch(norm_fi
     assert got.shape == (3, 6, N_TGT)
     np.testing.assert_allclose(got[tgt_real], torch_logits(src, tgt)[tgt_real], atol=1e-4)
     # greedy, one token at a time, against the same loop on torch's logits
-    ids = greedy_seq2seq(src, params, N_HEAD, 5, BOS, EOS, TGT_PAD, norm_first,
-                         src_pad_id=SRC_PAD)
+    ids = write(src, params, N_HEAD, 5, BOS, EOS, pad_id=TGT_PAD, src_pad_id=SRC_PAD,
+                norm_first=norm_first).ids
     expected = np.full((3, 1), BOS)
     for _ in range(ids.shape[1]):
         next_ids = torch_logits(src, expected)[:, -1].argmax(-1)

@@ -10,8 +10,9 @@ from test_transformer import positions64
 
 from picogpt.model import softmax
 from picogpt.train import adamw, tree_map
-from picogpt.transformer import decode, encode, greedy_seq2seq, init_params, logits, padding_mask
+from picogpt.transformer import decode, encode, init_params, logits, padding_mask
 from picogpt.transformer.backward import loss_and_grads
+from picogpt.transformer.decode import write
 
 D_MODEL, N_HEAD, D_FF, BOS, EOS = 32, 4, 64, 1, 2
 N_VOCAB, PAD = 24, 0  # one vocabulary: source, target and output share a table
@@ -269,5 +270,5 @@ def test_adamw_steps_from_init_params_learn_to_copy_the_source(norm_first):
         losses.append(loss)
     assert losses[0] > 2 and np.mean(losses[-20:]) < 0.03
     src, _, tgt_out = copy_batch(np.random.default_rng(1), n=20)
-    copied = greedy_seq2seq(src, params, 2, 7, BOS, EOS, PAD, norm_first)  # [20, <= 7]
+    copied = write(src, params, 2, 7, BOS, EOS, pad_id=PAD, norm_first=norm_first).ids  # [20, <= 7]
     np.testing.assert_array_equal(copied, tgt_out[:, :copied.shape[1]])

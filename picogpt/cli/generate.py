@@ -9,17 +9,19 @@ cli/explore.py, and checks each mode's flags before anything loads. The data flo
 import inspect
 import sys
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 
 from ..constraints import byte_level_refusal, check_verse, verse
 from ..errors import PicoGPTError, _, whole_number
-from ..files.loaded_model import kind_first, load_model, vocabulary_first
+from ..files.loaded_model import LoadedModel, kind_first, load_model, vocabulary_first
 from ..files.openai import MODEL_SIZES
 from ..generate import check_settings, generate, generate_samples, generate_steps
 from ..sampling import Sampling
+from ..transformer.decode import read_pair
 from ..web.couplet import couplet_data, write_couplet_page
 from ..web.page import check_path, page_data, write_page
 from .command import ending, read_prompt, reuse_freed_memory, run_command, switch
-from .couplet import answer_text, first_of, refuse_gpt_only
+from .couplet import answer_text, first_of, is_pair, pair_for_page, refuse_gpt_only
 from .explore import explore_model
 from .score import score_text
 from .terminal import (
@@ -32,6 +34,9 @@ from .terminal import (
     stream_text,
 )
 
+# --distinct when not given: on. Top-k 8 wrote 叠字 the 上句 did not ask for in 47% of a couplet
+# model's 下句 on held-out 上句, the poets in 8% (docs/couplet.md)
+DISTINCT = True
 MODEL_ARGS = """
         model_size: GPT-2 size to use: 124M, 355M, 774M or 1558M (downloaded on first use),
             or the name of a folder in models_dir that python -m picogpt.train wrote.
@@ -53,8 +58,9 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
                   stop: str | None = None, ignore_end: bool = False, candidates: int = 0,
                   explain: str | None = None, prompt_file: str | None = None,
                   acrostic: str | None = None, line: int | None = None, rhyme: bool = False,
-                  lines: int | None = None, model_size: str = "124M", models_dir: str = "models",
-                  base_url: str | None = None, hf: str | None = None) -> None:
+                  lines: int | None = None, distinct: bool = DISTINCT, model_size: str = "124M",
+                  models_dir: str = "models", base_url: str | None = None,
+                  hf: str | None = None) -> None:
     """Print GPT-2's continuation of a prompt as it is generated.
 
     Each next token is the most likely one (greedy) unless --top_k or --top_p is set; then it is
@@ -97,6 +103,9 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
             lines that end in ， are free. The whole text is the poem, the prompt included.
         lines: End after this many lines (句), counted as --line and --rhyme count them, the
             prompt's included: 4 is a 绝句, 8 a 律诗. The last ends in 。.
+        distinct: A couplet model's 下句 uses no character twice (叠字) unless its 上句 repeats
+            one at the same places (年年岁岁 -> 岁岁年年): a mask on the logits. On unless
+            --distinct=false; docs/couplet.md gives the measurement.
     """
     sampling = Sampling(top_k, top_p, temperature, repetition_penalty)
     check_settings(n_tokens, sampling, seed, stop)  # before loading; generate checks top_k
@@ -112,6 +121,9 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
                          "stop": stop,
                          "candidates": candidates, "ignore_end": ignore_end,
                          "repetition_penalty": repetition_penalty})
+    elif distinct != DISTINCT:  # a switch: only leaving it off is a choice one can see
+        raise PicoGPTError(_("--distinct is for a couplet model, whose 下句 answers a 上句 place "
+                             "by place; drop --distinct."))
     poem = acrostic is not None or line is not None or rhyme is not False or lines is not None
     if poem and not couplet:
         check_verse(acrostic, line, rhyme, lines)
@@ -123,26 +135,30 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
     prompt = read_prompt(prompt, prompt_file)
     loaded = load_model(model_size, models_dir, base_url, hf)
     encoder, hparams, params, model = loaded.encoder, loaded.hparams, loaded.params, loaded.about()
+    if loaded.kind.seq2seq and explain and is_pair(prompt):  # a whole 联: the poet's 下句 fed in
+        first, second = pair_for_page(prompt, loaded, {
+            "top_k": top_k, "top_p": top_p, "temperature": temperature, "seed": seed,
+            "n_samples": n_samples, "distinct": None if distinct == DISTINCT else distinct})
+        made = read_pair(first, second, params, hparams, encoder)
+        print(_("picogpt: the 下句 is the poet's, fed to the decoder a character at a time "
+                "(teacher forcing); the page shows the model's own distribution, masked, at each "
+                "forced step."), file=sys.stderr)
+        write_couplet_page(explain, couplet_data(first, made, params, hparams, encoder,
+                                                 shown_sampler(Sampling(), None), model,
+                                                 forced=True))
+        print(_("picogpt: wrote {path}").format(path=explain), file=sys.stderr)
+        return
     if loaded.kind.seq2seq:
         first = first_of(prompt, loaded)  # a 上句 it cannot answer: one line, before any other
-        if top_k is None and top_p is None and loaded.sampler:
-            top_k, top_p = loaded.sampler.get("top_k"), loaded.sampler.get("top_p")
-            said_sampler(loaded.sampler)
-        lines = answer_text(first, loaded, n_samples, top_k, top_p, temperature, seed)
+        sampling = model_sampling(loaded, sampling)
+        made = answer_text(first, loaded, n_samples, sampling, seed, distinct)
         if explain:
-            shown = {"top_k": top_k, "top_p": top_p, "seed": seed, "temperature": temperature}
-            write_couplet_page(explain, couplet_data(first, lines[0], params, hparams, encoder,
-                                                     shown, model))
+            write_couplet_page(explain, couplet_data(first, made, params, hparams, encoder, {
+                **shown_sampler(sampling, seed), "distinct": distinct}, model))
             print(_("picogpt: wrote {path}").format(path=explain), file=sys.stderr)
         return
-    if top_k is None and top_p is None and loaded.sampler:  # the sampler its task recommends
-        top_k, top_p = loaded.sampler.get("top_k"), loaded.sampler.get("top_p")
-        temperature = loaded.sampler.get("temperature", 1.0) if temperature == 1.0 else temperature
-        said_sampler(loaded.sampler)
-    elif temperature != 1.0 and not sampling.sampling:  # a warning: the output is unchanged
-        print(_("picogpt: --temperature {temperature} has no effect on greedy decoding (each "
-                "token is the most likely one); add --top_k 40 or --top_p 0.9 to sample.")
-              .format(temperature=temperature), file=sys.stderr)
+    sampling = model_sampling(loaded, sampling)
+    top_k, top_p, temperature = sampling.top_k, sampling.top_p, sampling.temperature
     say_outside(encoder, prompt)
     input_ids, n_head = encoder.prompt_ids(prompt), hparams["n_head"]
     constraint = verse(encoder, acrostic, line, loaded.n_vocab, rhyme, lines) if poem else None
@@ -182,6 +198,29 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
 for mode_function in (generate_text, score_text, explore_model):
     mode_function.__doc__ += MODEL_ARGS
 MODES = {"generate": generate_text, "score": score_text, "explore": explore_model}
+
+
+def model_sampling(loaded: LoadedModel, sampling: Sampling) -> Sampling:
+    """The sampler a run draws with, for every kind of model: the flags as given, or, when
+    neither --top_k nor --top_p is, the one the model's training task recommends (its
+    sampler.json: top_k, top_p and temperature, unless --temperature was given), said so."""
+    if not sampling.sampling and loaded.sampler:
+        said_sampler(loaded.sampler)
+        return replace(sampling, top_k=loaded.sampler.get("top_k"),
+                       top_p=loaded.sampler.get("top_p"),
+                       temperature=loaded.sampler.get("temperature", 1.0)
+                       if sampling.temperature == 1.0 else sampling.temperature)
+    if sampling.temperature != 1.0 and not sampling.sampling:  # the output is unchanged
+        print(_("picogpt: --temperature {temperature} has no effect on greedy decoding (each "
+                "token is the most likely one); add --top_k 40 or --top_p 0.9 to sample.")
+              .format(temperature=sampling.temperature), file=sys.stderr)
+    return sampling
+
+
+def shown_sampler(sampling: Sampling, seed: int | None) -> dict:
+    """The sampler as a page says it."""
+    return {"top_k": sampling.top_k, "top_p": sampling.top_p,
+            "temperature": sampling.temperature, "seed": seed}
 
 
 def said_sampler(sampler: dict) -> None:

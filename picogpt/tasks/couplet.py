@@ -13,7 +13,8 @@ character stands in the 下句 at the place of the 上句's (P(下句 char i | �
 the end the unigram model's probability of an end.
 
 A 下句 is written with the 上句's length: a mask on the logits (no end before it, only the end
-after it), as constraints.py masks a poem's form. `answer` is the one function a learner calls.
+after it), as constraints.py masks a poem's form. Writing one is the model's inference, not the
+task's: transformer/decode.py's `answer` is the one function a learner calls.
 """
 
 import re
@@ -24,15 +25,14 @@ import numpy as np
 from .. import verse
 from ..chars import Chars, count_chars
 from ..errors import PicoGPTError, _, whole_number
-from ..sampling import Sampling, most_likely, sample_rngs
-from ..score import Scores
+from ..sampling import Sampling
 from ..transformer.backward import loss_and_grads
+from ..transformer.decode import NO_PAD, answer, answer_each
 from ..transformer.model import decode, encode, init_params, logits
 from . import Plan, Run, Task
 from .ngram import aligned_loss, unigram_probs
 from .poems import PUNCTUATION, Corpus
 
-NO_PAD = -1  # every batch holds pairs of one length: no id is padding
 # held-out 联 answered at the end, whose tones are judged, and as many 颔联/颈联 (~6 s of pypinyin)
 N_JUDGED = 1000
 # The tone goals for the model's top-k 8 下句: as often as the Tang poets by this measure
@@ -176,95 +176,6 @@ def baselines(train: Pairs, held: Pairs, n_vocab: int, end: int) -> dict:
     return result
 
 
-def first_line(prompt: str, encoder) -> str:
-    """The 上句 of a prompt ("海阔凭鱼跃" or "海阔凭鱼跃，"), checked: PicoGPTError for no 上句 or
-    a character the model's vocabulary lacks."""
-    first = prompt.strip().rstrip(PUNCTUATION)
-    if not first or any(mark in first for mark in PUNCTUATION + "\n"):
-        raise PicoGPTError(_("give a couplet model one 上句 to answer, as 「海阔凭鱼跃」 (its "
-                             "characters only, or with ，); got {prompt!r}.").format(
-                                 prompt=prompt))
-    outside = encoder.outside(first)
-    if outside:
-        raise PicoGPTError(_("the 上句 holds {chars}, which this model's vocabulary lacks (it "
-                             "never saw them twice in training); choose other characters.").format(
-                                 chars=" ".join(outside)))
-    return first
-
-
-def score_pair(first: str, second: str, params: dict, hparams: dict, encoder, top: int = 0):
-    """How likely the model finds each character of a 下句 and its end, given the 上句, by its
-    own distribution (no length mask): the ids scored and a score.Scores of them."""
-    n_head, norm_first = hparams["n_head"], hparams.get("norm_first", True)
-    ids = [*encoder.encode(second), encoder.end]
-    src, tgt_in = np.array([encoder.encode(first)]), np.array([[encoder.start, *ids[:-1]]])
-    out = decode(tgt_in, encode(src, params, n_head, NO_PAD, norm_first), params, n_head, NO_PAD,
-                 np.zeros((1, src.shape[-1]), np.float32), norm_first)
-    log_p = logits(out[0], params)  # [n, n_vocab], then their log-softmax
-    log_p = log_p - log_p.max(-1, keepdims=True)
-    log_p -= np.log(np.exp(log_p).sum(-1, keepdims=True))
-    picked = log_p[np.arange(len(ids)), ids]  # [n]
-    top_ids = most_likely(log_p, top) if top else np.zeros((len(ids), 0), int)
-    return ids, Scores(0, picked, 1 + np.sum(log_p > picked[:, None], -1), top_ids,
-                       np.exp(np.take_along_axis(log_p, top_ids, -1)))
-
-
-def answer(first: str, params: dict, hparams: dict, encoder, top_k: int | None = None,
-           top_p: float | None = None, temperature: float = 1.0, seed: int | None = None,
-           n_samples: int = 1) -> list[str]:
-    """下句 for a 上句: each exactly as long as the 上句 (the length is a mask on the logits: no
-    end before it, only the end after it), greedy unless top_k or top_p is set; sample i from
-    its own generator, as generate's samples.
-
-    >>> import numpy as np
-    >>> from picogpt.chars import Chars
-    >>> from picogpt.transformer import init_params
-    >>> encoder = Chars([*"春风秋月山水花鸟", "<|unknown|>", "<|start|>"])
-    >>> hparams = {"n_vocab": 10, "n_ctx": 16, "n_embd": 16, "n_head": 2, "n_layer": 1}
-    >>> params = init_params(hparams, np.random.default_rng(0))
-    >>> [len(line) for line in answer("春风花鸟月", params, hparams, encoder, top_k=3, seed=1,
-    ...                               n_samples=2)]
-    [5, 5]
-    """
-    src = np.array([encoder.encode(first)] * n_samples)  # [n_samples, length]
-    return written(src, params, hparams, encoder, Sampling(top_k, top_p, temperature, 1.0),
-                   sample_rngs(seed, n_samples))
-
-
-def answer_each(firsts: list[str], params: dict, hparams: dict, encoder,
-                top_k: int | None = None, seed: int = 0) -> list[str]:
-    """A 下句 for each 上句, as `answer` writes one (greedy unless top_k is set); the 上句 of one
-    length are answered together, the i-th with generator i of sample_rngs(seed, n)."""
-    made, rngs = [""] * len(firsts), sample_rngs(seed, len(firsts))
-    for length in sorted({len(first) for first in firsts}):
-        rows = [i for i, first in enumerate(firsts) if len(first) == length]
-        src = np.array([encoder.encode(firsts[i]) for i in rows])  # [n, length]
-        lines = written(src, params, hparams, encoder, Sampling(top_k, None, 1.0, 1.0),
-                        [rngs[i] for i in rows])
-        for i, line in zip(rows, lines):
-            made[i] = line
-    return made
-
-
-def written(src: np.ndarray, params: dict, hparams: dict, encoder, sampling: Sampling,
-            rngs: list) -> list[str]:
-    """The 下句 of each row of src [n, length], as long as its row: the length is a mask on
-    the logits, and row i is sampled with rngs[i]."""
-    n_head, norm_first = hparams["n_head"], hparams.get("norm_first", True)
-    memory = encode(src, params, n_head, NO_PAD, norm_first)
-    tgt = np.full((len(src), 1), encoder.start)
-    no_memory_mask = np.zeros((1, src.shape[-1]), np.float32)
-    characters = np.ones(encoder.n_vocab, bool)
-    characters[[encoder.start, encoder.unknown]] = False  # no end yet, and no unknown
-    for _step in range(src.shape[-1]):
-        out = decode(tgt, memory, params, n_head, NO_PAD, no_memory_mask, norm_first)
-        scores = np.where(characters, logits(out[:, -1], params), -np.inf)  # [n, n_vocab]
-        filtered = sampling.filter(scores.astype(np.float32), None)
-        picked = [sampling.pick(row, rng) for row, rng in zip(filtered, rngs)]
-        tgt = np.concatenate([tgt, np.array(picked)[:, None]], 1)
-    return [encoder.decode(row[1:].tolist()) for row in tgt]
-
-
 def unigram_lines(firsts: list[str], probs: np.ndarray, encoder,
                   rng: np.random.Generator) -> list[str]:
     """A 下句 for each 上句 that reads nothing of it: characters drawn one by one from probs
@@ -310,11 +221,13 @@ def plan(run: Run, data) -> Plan:
 
     def sample(params: dict, step: int) -> str:
         first = prompts[(step // run.curve_every) % len(prompts)]
-        return f"{first}，{answer(first, params, hparams, encoder, top_k=top_k, seed=step)[0]}。"
+        second = answer(first, params, hparams, encoder, Sampling(top_k=top_k), seed=step)[0]
+        return f"{first}，{second}。"
 
     def finish(params: dict) -> dict:
         firsts = [first for first, _second, _middle in judged]
-        made = answer_each(firsts, params, hparams, encoder, top_k=top_k, seed=run.seed)
+        made = answer_each(firsts, params, hparams, encoder, Sampling(top_k=top_k),
+                           seed=run.seed)
         result = {"samples": [f"{first}，{second}。" for first, second in zip(firsts[:8], made)],
                   "pairs": [[first, second, real, middle] for (first, real, middle), second in
                             zip(judged[:200], made)]}

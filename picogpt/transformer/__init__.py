@@ -1,10 +1,14 @@
 """The 2017 encoder-decoder (Vaswani et al.), the couplet model: a kind of model beside GPT-2.
 
 Its rooms: model.py, the forward pass (what `from picogpt.transformer import ...` reads);
-backward.py, its backward pass and loss; inside.py, its trace and 对位 score.
+decode.py, the decode loop and a couplet model's inference; backward.py, its backward pass and
+loss; inside.py, its trace and 对位 score.
 """
 
-from .model import (
+# decode.py, the room, is loaded first: loading a submodule sets the package's attribute of its
+# name, and `decode` here must stay model.py's function (the decoder's forward pass)
+from . import decode as decoding  # noqa: F401
+from .model import (  # noqa: E402
     NEG,
     causal_mask,
     decode,
@@ -12,7 +16,6 @@ from .model import (
     embed,
     encode,
     encoder_layer,
-    greedy_seq2seq,
     init_params,
     logits,
     multi_head_attention,
@@ -24,5 +27,5 @@ from .model import (
 )
 
 __all__ = ["NEG", "causal_mask", "decode", "decoder_layer", "embed", "encode", "encoder_layer",
-           "greedy_seq2seq", "init_params", "logits", "multi_head_attention", "padding_mask",
+           "init_params", "logits", "multi_head_attention", "padding_mask",
            "relu", "residual", "sinusoidal_positions", "tables"]

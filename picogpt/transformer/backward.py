@@ -185,7 +185,7 @@ def embed_backward_(dtable: np.ndarray, dx: np.ndarray, ids: np.ndarray) -> np.n
 
 
 def loss_and_grads(src_ids: np.ndarray, tgt_in: np.ndarray, tgt_out: np.ndarray, params: dict,
-                   n_head: int, pad_id: int, norm_first: bool = False,
+                   n_head: int, pad_id: int, norm_first: bool = True,
                    src_pad_id: int | None = None) -> tuple[float, dict]:
     """Mean cross-entropy (nats) of tgt_out's ids that are not pad_id, each after the source and
     tgt_in up to its place, and its gradient for every array of params, in params' structure.

@@ -1,8 +1,9 @@
 """The original encoder-decoder Transformer (Vaswani et al., 2017) in the style of model.py.
 
 It holds what GPT-2 does not have: sinusoidal positions, padding and causal masks, cross-attention,
-the encoder, the post-norm option and greedy sequence-to-sequence decoding. The math GPT-2 shares
-comes from model.py. Params are nested dicts; parts that GPT-2 has too keep GPT-2's names:
+the encoder and the post-norm option; decode.py beside it writes with it, a step at a time. The
+math GPT-2 shares comes from picogpt/model.py. Params are nested dicts; parts that GPT-2 has too
+keep GPT-2's names:
 
     {"embed": [n_vocab, d_model],            # shared by source, target and output, as in the paper
      "encoder": {"blocks": [{"attn", "mlp", "ln_1", "ln_2"}, ...], "ln_f": {g, b}},
@@ -19,6 +20,8 @@ layer of its own (seed 004's fc) in place of the tied embedding; encode takes th
 id and decode the target's.
 
 `init_params` gives first weights in this layout, for backward.py beside it to train.
+`norm_first` is True unless given: pre-norm, as GPT-2 and every couplet model picogpt trains
+(their hparams.json say so); the paper's post-norm is norm_first=False.
 Dropout is not here: it is the identity at inference. In training it would sit after the
 embeddings plus positions, and on each sublayer's output before it is added to the residual.
 
@@ -83,7 +86,7 @@ def residual(x: np.ndarray, sublayer, ln: dict, norm_first: bool) -> np.ndarray:
 
 
 def encoder_layer(x: np.ndarray, attn: dict, mlp: dict, ln_1: dict, ln_2: dict, n_head: int,
-                  mask: np.ndarray, norm_first: bool = False) -> np.ndarray:
+                  mask: np.ndarray, norm_first: bool = True) -> np.ndarray:
     """Self-attention over the whole source, then the feed-forward net."""
     # [..., n_src, d_model], mask [..., n_src, n_src] or [..., 1, n_src] -> [..., n_src, d_model]
     x = residual(x, lambda h: multi_head_attention(h, h, **attn, n_head=n_head, mask=mask),
@@ -93,7 +96,7 @@ def encoder_layer(x: np.ndarray, attn: dict, mlp: dict, ln_1: dict, ln_2: dict, 
 
 def decoder_layer(x: np.ndarray, memory: np.ndarray, attn: dict, cross_attn: dict, mlp: dict,
                   ln_1: dict, ln_2: dict, ln_3: dict, n_head: int, mask: np.ndarray,
-                  memory_mask: np.ndarray, norm_first: bool = False) -> np.ndarray:
+                  memory_mask: np.ndarray, norm_first: bool = True) -> np.ndarray:
     """Masked self-attention, then attention over the encoder's output, then feed-forward."""
     # [..., n_tgt, d_model], [..., n_src, d_model] -> [..., n_tgt, d_model]
     x = residual(x, lambda h: multi_head_attention(h, h, **attn, n_head=n_head, mask=mask),
@@ -126,7 +129,7 @@ def logits(x: np.ndarray, params: dict) -> np.ndarray:
 
 
 def encode(src_ids: np.ndarray, params: dict, n_head: int, pad_id: int,
-           norm_first: bool = False) -> np.ndarray:  # [..., n_src] -> [..., n_src, d_model]
+           norm_first: bool = True) -> np.ndarray:  # [..., n_src] -> [..., n_src, d_model]
     """The encoder's output ("memory") for a batch of sources padded with pad_id."""
     x, mask = embed(src_ids, tables(params)[0]), padding_mask(src_ids, pad_id)
     for block in params["encoder"]["blocks"]:
@@ -135,7 +138,7 @@ def encode(src_ids: np.ndarray, params: dict, n_head: int, pad_id: int,
 
 
 def decode(tgt_ids: np.ndarray, memory: np.ndarray, params: dict, n_head: int, pad_id: int,
-           memory_mask: np.ndarray, norm_first: bool = False) -> np.ndarray:
+           memory_mask: np.ndarray, norm_first: bool = True) -> np.ndarray:
     """The decoder's output for targets so far, padded with pad_id; `logits` scores it."""
     # [..., n_tgt], [..., n_src, d_model], memory_mask [..., 1, n_src] -> [..., n_tgt, d_model]
     x = embed(tgt_ids, tables(params)[1])
@@ -179,25 +182,3 @@ def init_params(hparams: dict, rng: np.random.Generator) -> dict:  # -> params, 
             "encoder": {"blocks": [block(1) for _ in range(n_layer)], "ln_f": norm()},
             "decoder": {"blocks": [block(2) for _ in range(n_dec_layer)], "ln_f": norm()}}
 
-
-def greedy_seq2seq(src_ids: np.ndarray, params: dict, n_head: int, n_tokens: int, bos_id: int,
-                   eos_id: int, pad_id: int, norm_first: bool = False,
-                   src_pad_id: int | None = None) -> np.ndarray:
-    """Translate a batch of padded sources greedily: [n_batch, n_src] -> [n_batch, <= n_tokens].
-
-    Each target starts with bos_id; a row that has produced eos_id is padded with pad_id
-    after it, and the loop ends when every row has. The sources are padded with src_pad_id
-    (pad_id if not given: one vocabulary).
-    """
-    src_pad_id = pad_id if src_pad_id is None else src_pad_id
-    memory = encode(src_ids, params, n_head, src_pad_id, norm_first)  # encoded once
-    memory_mask = padding_mask(src_ids, src_pad_id)
-    tgt = np.full((len(src_ids), 1), bos_id)  # [n_batch, 1]
-    for _ in range(n_tokens):
-        x = decode(tgt, memory, params, n_head, pad_id, memory_mask, norm_first)
-        next_ids = np.argmax(logits(x[:, -1], params), axis=-1)  # [n_batch]
-        finished = np.any(tgt == eos_id, axis=-1)
-        tgt = np.concatenate([tgt, np.where(finished, pad_id, next_ids)[:, None]], axis=-1)
-        if np.all(finished | (next_ids == eos_id)):
-            break
-    return tgt[:, 1:]

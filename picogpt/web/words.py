@@ -153,17 +153,35 @@ def couplet_words() -> dict[str, str]:
                             " + {n_dec_layer} layers, not GPT-2)"),
         "couplet_settings": _("{model}. A 上句 of {n} characters, and the 下句 the model wrote for "
                               "it, as long (a mask on the logits); {how}."),
+        "couplet_distinct": _("No character twice in the 下句 unless the 上句 repeats one at "
+                              "the same places (--distinct: a mask on the logits, as the length "
+                              "is)."),
+        "couplet_settings_forced": _("{model}. A whole 联 of {n} characters a 句: the poet's own "
+                                     "下句 fed to the decoder a character at a time (teacher "
+                                     "forcing), not one the model wrote."),
         "h_couplet": _("上句 and 下句"),
         "n_couplet": _("The encoder reads the whole 上句. The decoder writes the 下句 a character "
                        "at a time: it reads the start token and then each character it wrote, "
                        "and writes the next, until the 下句 is as long as the 上句; then the end. "
-                       "Under each character, its id; p: the model's own probability of the "
-                       "token written there, given the 上句 and the characters before it (before "
-                       "the length mask and the sampler)."),
+                       "Under each character, its id; p: its probability in the distribution it "
+                       "was drawn from: the model's, given the 上句 and the characters before it, "
+                       "under the masks it was written with (the length: no end before the 下句 "
+                       "is as long as the 上句, then only the end; and --distinct's, said above)"
+                       " and after the sampler's filters."),
+        "n_couplet_forced": _("The encoder reads the whole 上句. The decoder reads the start token "
+                              "and then each character of the poet's 下句, and at each step "
+                              "gives its distribution of the next: the model's own, masked "
+                              "(no end before the 下句 is as long as the 上句, then only the "
+                              "end), no sampler. Under each character, its id; p: the "
+                              "probability that distribution gives the poet's character, forced "
+                              "in at that step."),
         "row_first": _("上句"),
         "row_second": _("下句"),
         "row_p": _("p"),
-        "p_title": _("the model's probability of the token written in this column"),
+        "p_title": _("the probability of the token written in this column, in the "
+                     "distribution it was drawn from (masked, filtered)"),
+        "p_title_forced": _("the model's probability, masked, of the poet's token fed in at this "
+                            "column"),
         "end": _("end"),
         "end_title": _("the end: the token {token} (id {id}), which in this vocabulary also "
                        "starts"),

@@ -34,6 +34,7 @@ from picogpt.model import gpt2
 from picogpt.sampling import Sampling, sample_rngs
 from picogpt.tasks import couplet
 from picogpt.transformer import backward as transformer_backward
+from picogpt.transformer import decoding
 
 
 def n_params(params) -> int:
@@ -88,7 +89,7 @@ def gpt_held_out(params: dict, lines: dict, n_head: int, n_rows: int = 512) -> d
 
 def gpt_answer(first: str, params: dict, n_head: int, encoder, seed: int) -> str:
     """A 下句 for first from the GPT after <start>上句，: as many characters as the 上句 (no
-    punctuation, start or unknown), top-k 8, the same mask as couplet.answer's."""
+    punctuation, start or unknown), top-k 8, the same mask as transformer/decode.py's answer."""
     ids = [encoder.start, *encoder.encode(first + "，")]
     allowed = np.ones(encoder.n_vocab, bool)
     allowed[[encoder.start, encoder.unknown, *encoder.encode("，。")]] = False
@@ -137,7 +138,7 @@ def compare(text: str, seconds: float, n_held_out: int, gpt_lr: float | None = N
     train_pairs, held_pairs = (couplet.as_ids(rows, encoder) for rows in (train_rows, held_rows))
     seq_params, seq_run = trained(
         seq_params, lambda batch, p: transformer_backward.loss_and_grads(
-            *batch, p, n_head, couplet.NO_PAD, norm_first=True),
+            *batch, p, n_head, decoding.NO_PAD, norm_first=True),
         couplet.batches(train_pairs, recipe["n_batch"], rng), seconds, recipe["lr"])
     gpt_params, gpt_run = trained(
         gpt_params, lambda batch, p: fasttrain.loss_and_grads(*batch, p, n_head),
@@ -148,7 +149,8 @@ def compare(text: str, seconds: float, n_held_out: int, gpt_lr: float | None = N
     base = couplet.baselines(train_pairs, held_pairs, encoder.n_vocab, encoder.end)
     firsts = [first for first, _s, _m in couplet.spread(held_rows, n_samples)]
     reals = {first: second for first, second, _m in held_rows}
-    seq_lines = couplet.answer_each(firsts, seq_params, seq_hparams, encoder, top_k=8, seed=0)
+    seq_lines = decoding.answer_each(firsts, seq_params, seq_hparams, encoder, Sampling(8),
+                                      seed=0)
     samples = [{"上句": first, "encoder-decoder": seq, "decoder-only": gpt_answer(
         first, gpt_params, n_head, encoder, seed=i), "poet": reals[first]}
         for i, (first, seq) in enumerate(zip(firsts, seq_lines))]
