@@ -19,11 +19,20 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-import pytest
+# pytest-xdist runs the tests in several worker processes (pyproject.toml's addopts), each of
+# which would start a BLAS thread per core: on two cores, two workers' four threads then spin
+# waiting for a core another holds, and small products take ten to twenty times longer
+# (docs/performance.md, "The test suite"). One BLAS thread per worker, set before NumPy starts
+# its threads, and inherited by the commands the tests run.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if WORKER:
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from scripts.fixtures.checkpoint import random_arrays
-from scripts.fixtures.reference import hf_model_of
+import numpy as np  # noqa: E402 (after the thread count it reads at import)
+import pytest  # noqa: E402
+
+from scripts.fixtures.checkpoint import random_arrays  # noqa: E402
+from scripts.fixtures.reference import hf_model_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,10 +65,11 @@ def no_proxies():
 
 @pytest.fixture(scope="session", autouse=True)
 def torch_threads():
-    """torch on the machine's two cores, set when the session starts rather than at import."""
+    """torch on the machine's two cores (one per worker under xdist, as BLAS), set when the
+    session starts rather than at import."""
     import torch
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(1 if WORKER else 2)
 
 
 @dataclass
@@ -86,7 +96,33 @@ def write_checkpoint(root: Path, shape: str, seed: int, sharp: bool = True,
                  "load('124M', sys.argv[1])")
     subprocess.run([sys.executable, "-c", code, str(root / "models"), *args], check=True,
                    capture_output=True, cwd=ROOT)
-    return Checkpoint(root / "models", model_dir, root / "reference.npz")
+    return checkpoint_in(root)
+
+
+def checkpoint_in(root: Path) -> Checkpoint:
+    """The Checkpoint write_checkpoint wrote into root."""
+    return Checkpoint(root / "models", root / "models" / "124M", root / "reference.npz")
+
+
+def made_once(tmp_path_factory, name: str, make) -> Path:
+    """A folder that make(folder) fills once for the whole run. Under pytest-xdist every worker
+    runs each session fixture for itself; this folder lies beside the workers' own temporary
+    folders instead, in the run's, and a lock lets the first worker make it while the others
+    wait, then read it. Its contents are read-only to the tests, as one session's were."""
+    import fcntl  # POSIX: xdist's workers share it where CI runs, Linux
+
+    root = tmp_path_factory.getbasetemp()
+    if WORKER:
+        root = root.parent  # pytest-of-<user>/pytest-<n>/, one per run, the workers' parent
+    folder, made = root / name, root / f"{name}.made"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+        if not made.exists():
+            shutil.rmtree(folder, ignore_errors=True)  # what a worker killed halfway left
+            folder.mkdir()
+            make(folder)
+            made.touch()
+    return folder
 
 
 # Seeds chosen so that 40 greedy tokens on the sharp weights are varied and every top-1/top-2
@@ -98,13 +134,15 @@ SEEDS = {"tiny": 7, "124M": 0}
 @pytest.fixture(scope="session")
 def tiny(tmp_path_factory) -> Checkpoint:
     """Tiny GPT-2 (2 layers, n_embd 64, 4 heads, n_ctx 128), sharp weights, converted."""
-    return write_checkpoint(tmp_path_factory.mktemp("tiny"), "tiny", SEEDS["tiny"], convert=True)
+    return checkpoint_in(made_once(tmp_path_factory, "tiny", lambda root: write_checkpoint(
+        root, "tiny", SEEDS["tiny"], convert=True)))
 
 
 @pytest.fixture(scope="session")
 def gpt2_124m(tmp_path_factory) -> Checkpoint:
-    """GPT-2 in the 124M shape (~500 MB), sharp weights, converted; written once per session."""
-    return write_checkpoint(tmp_path_factory.mktemp("124M"), "124M", SEEDS["124M"], convert=True)
+    """GPT-2 in the 124M shape (~500 MB), sharp weights, converted; written once per run."""
+    return checkpoint_in(made_once(tmp_path_factory, "124M", lambda root: write_checkpoint(
+        root, "124M", SEEDS["124M"], convert=True)))
 
 
 @dataclass
@@ -125,22 +163,28 @@ def tiny_end(tmp_path_factory) -> EndingCheckpoint:
     <|endoftext|> swapped. Neither token was seen before that step, so everything before it is
     unchanged and there the logits trade places: <|endoftext|> becomes the greedy pick.
     """
-    from picogpt import generate
-    from picogpt.files.params import nest
-
     seed, n_ctx, prompt_ids = 7, 4096, [36235, 39141, 18765, 1143, 326]  # "Alan Turing theo..."
-    hparams = {"n_vocab": 50257, "n_ctx": n_ctx, "n_embd": 64, "n_head": 4, "n_layer": 2}
-    arrays = random_arrays(hparams, seed, sharp=True)
-    params = nest({name.removeprefix("model/").replace("/", "."): a[0] if a.ndim == 3 else a
-                   for name, a in arrays.items()})
-    out = list(generate(prompt_ids, params, 4, 12, stop_at_end=False))
-    end_step = next(step for step in range(4, 12) if out[step] not in prompt_ids + out[:step]
-                    and 50256 not in out[: step + 1])
-    root = tmp_path_factory.mktemp("tiny_end")
-    checkpoint = write_checkpoint(root, "tiny", seed, extra=[
-        "--n_ctx", str(n_ctx), "--swap_tokens", str(out[end_step]), "50256"], convert=True)
+
+    def make(root: Path) -> None:
+        from picogpt import generate
+        from picogpt.files.params import nest
+
+        hparams = {"n_vocab": 50257, "n_ctx": n_ctx, "n_embd": 64, "n_head": 4, "n_layer": 2}
+        arrays = random_arrays(hparams, seed, sharp=True)
+        params = nest({name.removeprefix("model/").replace("/", "."): a[0] if a.ndim == 3 else a
+                       for name, a in arrays.items()})
+        out = list(generate(prompt_ids, params, 4, 12, stop_at_end=False))
+        end_step = next(step for step in range(4, 12) if out[step] not in prompt_ids + out[:step]
+                        and 50256 not in out[: step + 1])
+        write_checkpoint(root, "tiny", seed, extra=[
+            "--n_ctx", str(n_ctx), "--swap_tokens", str(out[end_step]), "50256"], convert=True)
+        (root / "ending.json").write_text(json.dumps([end_step, out[end_step]]))
+
+    root = made_once(tmp_path_factory, "tiny_end", make)
+    end_step, replaced = json.loads((root / "ending.json").read_text())
+    checkpoint = checkpoint_in(root)
     return EndingCheckpoint(checkpoint.models_dir, checkpoint.model_dir, checkpoint.reference,
-                            prompt_ids, end_step, out[end_step])
+                            prompt_ids, end_step, replaced)
 
 
 @pytest.fixture(scope="session")
