@@ -9,6 +9,7 @@ command in a child, as a learner does.
 
 import ast
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -353,14 +354,16 @@ def test_new_writes_the_ten_functions_unwritten_and_never_overwrites(tmp_path, c
         "transformer_block": ["x", "mlp", "attn", "ln_1", "ln_2", "n_head"],
         "gpt2": ["inputs", "wte", "wpe", "blocks", "ln_f", "n_head"],
         "generate": ["inputs", "params", "n_head", "n_tokens_to_generate"],
-        "cross_attention": ["x", "memory", "q", "k", "v", "c_proj", "n_head"]}  # optional
+        "cross_attention": ["x", "memory", "q", "k", "v", "c_proj", "n_head"],  # optional
+        "rms_norm": ["x", "weight", "eps"], "rope": ["x", "cos", "sin"]}  # optional, LLaMA's
     module = load_file(path)
     results = check_all(module, path)
     assert all(not r.passed and "NotImplementedError" in r.what for r in results)
-    (extra,) = check_extras(module, path, results)  # its stub is said, and not counted
-    assert lines_in("en", [extra], path)[0].endswith(
+    extras = check_extras(module, path, results)  # their stubs are said, and not counted
+    assert [r.name for r in extras] == ["cross_attention", "rms_norm", "rope"]
+    assert lines_in("en", extras[:1], path)[0].endswith(
         "optional, not checked: line 146 still raises NotImplementedError")
-    assert closing_line(results + [extra]) == "0 of the 10 functions checked pass."
+    assert closing_line(results + extras) == "0 of the 10 functions checked pass."
     Path(path).write_text("mine", encoding="utf-8")
     capsys.readouterr()
     with pytest.raises(SystemExit) as ended:
@@ -578,3 +581,70 @@ def test_a_cross_attention_not_written_yet_is_said_and_fails_nothing(tmp_path, m
     out = capsys.readouterr().out
     assert ended.value.code == 0 and "11 cross_attention    optional, not checked: line" in out
     assert "\nAll 10 functions checked pass.\n" in out
+
+
+# The LLaMA block's two exercises (docs/gpt2-to-llama.md), written as a learner would from the
+# formulas, never from picogpt.llama
+LLAMA = '''
+
+def rms_norm(x, weight, eps):
+    return weight * x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
+
+
+def rope(x, cos, sin):
+    half = x.shape[-1] // 2
+    a, b = x[..., :half], x[..., half:]
+    turned = np.concatenate([a * cos[:, :half] - b * sin[:, :half],
+                             a * sin[:, half:] + b * cos[:, half:]], axis=-1)
+    return turned
+'''
+LLAMA_SLIPS = {  # slip -> (replacements in LLAMA, a phrase of the hint in English, in Chinese)
+    "the mean taken away": ([("return weight * x / np.sqrt",
+                              "x = x - x.mean(axis=-1, keepdims=True)\n    return weight * x / "
+                              "np.sqrt")], "mean taken away", "先减去每行的均值"),
+    "eps outside the root": ([("np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)",
+                               "(np.sqrt(np.mean(x * x, axis=-1, keepdims=True)) + eps)")],
+                             "outside the square root", "平方根外面"),
+    "no root": ([("np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)",
+                  "(np.mean(x * x, axis=-1, keepdims=True) + eps)")],
+                "mean square, not its square root", "均方根"),
+    "neighbouring pairs": ([("a, b = x[..., :half], x[..., half:]", "a, b = x[..., 0::2], "
+                             "x[..., 1::2]"),
+                            ("    return turned", "    out = np.empty_like(x)\n    out[..., 0::2], "
+                             "out[..., 1::2] = turned[..., :half], turned[..., half:]\n"
+                             "    return out")], "Tiny-K", "Tiny-K"),
+    "the opposite angle": ([("a * cos[:, :half] - b * sin[:, :half]",
+                             "a * cos[:, :half] + b * sin[:, :half]"),
+                            ("a * sin[:, half:] + b * cos[:, half:]",
+                             "-a * sin[:, half:] + b * cos[:, half:]")],
+                           "opposite angle", "相反"),
+}
+
+
+def test_rms_norm_and_rope_beyond_the_ten_pass_and_are_counted(tmp_path, monkeypatch, capsys):
+    path = write(tmp_path, CORRECT + LLAMA)
+    results = check_all(load_file(path), path)
+    extras = check_extras(load_file(path), path, results)
+    assert [(r.name, r.passed) for r in extras] == [("rms_norm", True), ("rope", True)]
+    monkeypatch.chdir(tmp_path)  # no models/ here: random weights
+    with pytest.raises(SystemExit) as ended:
+        main(["check", path, "--lang", "en"])
+    out = capsys.readouterr().out
+    assert ended.value.code == 0 and re.search(r"\n11 rms_norm +passed\n12 rope +passed\n", out)
+    assert "\nAll 12 functions checked pass.\n" in out
+
+
+@pytest.mark.parametrize("slip", LLAMA_SLIPS)
+def test_each_rms_norm_and_rope_slip_fails_with_its_hint_in_both_languages(tmp_path, slip):
+    replacements, english, chinese = LLAMA_SLIPS[slip]
+    text = LLAMA
+    for old, new in replacements:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    path = write(tmp_path, CORRECT + text)
+    module = load_file(path)
+    results = check_all(module, path)
+    failed = [r for r in check_extras(module, path, results) if not r.passed]
+    assert len(failed) == 1 and failed[0].hints, slip
+    for lang, phrase in (("en", english), ("zh", chinese)):
+        assert phrase in "\n".join(lines_in(lang, results + failed, path)), (lang, slip)

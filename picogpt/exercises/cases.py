@@ -16,8 +16,9 @@ from .hints import N_
 FUNCTIONS = ("gelu", "softmax", "layer_norm", "linear", "ffn", "attention", "mha",
              "transformer_block", "gpt2", "generate")
 # Beyond the ten, checked when the learner's file has them: the 2017 encoder-decoder's
-# cross-attention (docs/couplet.md's exercise), as transformer.multi_head_attention computes it
-EXTRAS = ("cross_attention",)
+# cross-attention (docs/couplet.md's exercise), as transformer.multi_head_attention computes it,
+# and the LLaMA block's RMSNorm and rotary positions (docs/gpt2-to-llama.md), as llama/model.py's
+EXTRAS = ("cross_attention", "rms_norm", "rope")
 SMALL = {"n_vocab": 60, "n_ctx": 16, "n_embd": 16, "n_head": 4, "n_layer": 2}
 N_LAYER, N_EMBD, N_HEAD = RELEASED_SHAPES["124M"]
 # GPT-2 124M's layer shape, two blocks deep: big enough for its slips, quick to check
@@ -105,6 +106,23 @@ def cases(name: str) -> list[tuple[str, tuple, dict]]:
             (N_("x [5, 16] (the decoder's), memory [7, 16] (the encoder's output), n_head 4"),
              (normal(5, 16), normal(7, 16)),
              {**{name: linear(16, 16) for name in ("q", "k", "v", "c_proj")}, "n_head": 4})],
+        "rms_norm": lambda: [  # rows off 0, so a mean taken away shows; then rows near eps
+            (N_("rows [4, 8] around 1, eps 1e-6"), (normal(4, 8) + 1,),
+             {"weight": 1 + normal(8, scale=0.1), "eps": 1e-6}),
+            (N_("small rows [4, 8] (spread 0.01), eps 1e-4"), (normal(4, 8, scale=1e-2),),
+             {"weight": 1 + normal(8, scale=0.1), "eps": 1e-4})],
+        "rope": lambda: [  # positions 3 to 7, so position 0's "no turn" cannot hide a slip
+            (N_("x [2, 5, 8] (2 heads, 5 positions from 3, d_head 8)"),
+             (normal(2, 5, 8),), turns(3, 5, 8)),
+            (N_("x [5, 16] (5 positions from 0, d_head 16)"), (normal(5, 16),), turns(0, 5, 16))],
     }[name]()
+
+
+def turns(n_past: int, n_seq: int, d_head: int) -> dict:
+    """rope's cos and sin for positions n_past ... n_past + n_seq - 1 (rope_theta 10,000)."""
+    from ..llama.model import rope_angles
+
+    cos, sin = rope_angles(n_past, n_seq, d_head, 10000.0)
+    return {"cos": cos, "sin": sin}
 
 

@@ -1,4 +1,5 @@
-"""Each of the learner's ten functions, checked against picogpt.model in seed 001's order.
+"""Each of the learner's ten functions, checked against picogpt.model in seed 001's order
+(and the optional ones against picogpt.transformer's and picogpt.llama's).
 
 Owns the three stages of each try (the shape, float32 in and float32 out, then the values) on
 the inputs of cases.py, what a function that raises is reported with (the learner's own line),
@@ -15,6 +16,7 @@ from functools import cache
 import numpy as np
 
 from picogpt import model, transformer
+from picogpt.llama import model as llama_model
 
 from .cases import EXTRAS, FUNCTIONS, NOT_WRITTEN, SMALL, cases
 from .hints import N_, SLIPS
@@ -57,6 +59,8 @@ def reference_cross_attention(x, memory, q, k, v, c_proj, n_head):
 REFERENCE = {name: getattr(model, name) for name in FUNCTIONS[:-1]}
 REFERENCE["generate"] = reference_generate
 REFERENCE["cross_attention"] = reference_cross_attention
+REFERENCE["rms_norm"] = llama_model.rms_norm
+REFERENCE["rope"] = llama_model.rope
 
 
 def check_all(module, path: str) -> list[Result]:

@@ -86,6 +86,23 @@ HINTS = {
     "no_c_proj": N_(
         "your output matches the heads joined but not passed through c_proj. After the heads are "
         "put back together, one more linear layer mixes them: look at what you return."),
+    "rms_mean": N_(
+        "your output matches rows with their mean taken away first, as layer_norm does. RMSNorm "
+        "only divides by the root mean square of each row: no mean is subtracted, no bias "
+        "added."),
+    "rms_eps_outside": N_(
+        "on small rows your output matches eps added outside the square root. Look at where eps "
+        "sits relative to the root: it belongs with the mean of the squares."),
+    "rms_no_root": N_(
+        "your output matches rows divided by their mean square, not its square root. Look at "
+        "what the mean of x * x is, and what a root mean square needs after it."),
+    "rope_pairs": N_(
+        "your output matches a turn of neighbouring pairs (x[2i], x[2i + 1]), as happy-llm's "
+        "Tiny-K and Meta's first LLaMA code do. transformers, and so every Hugging Face "
+        "checkpoint, pairs x[i] with x[i + d_head / 2]: look at how you cut the last axis."),
+    "rope_direction": N_(
+        "your output matches a turn by the opposite angle. A pair (a, b) turned by an angle "
+        "becomes (a cos - b sin, a sin + b cos); look at the sign of each sin term."),
     "position": N_(
         "the next token is taken from the wrong place. Row i of the logits predicts the token "
         "after position i; look at which row you give np.argmax."),
@@ -223,6 +240,30 @@ def cross_slip(x, memory, q, k, v, c_proj, n_head, asks="x", answers="memory", m
     return model.linear(merge(out), **c_proj) if projected else merge(out)
 
 
+def rms_norm_slip(x, weight, eps, mean=False, eps_outside=False, root=True):
+    """RMSNorm with the mean taken away first (mean), eps outside the root, or no root."""
+    if mean:
+        x = x - x.mean(axis=-1, keepdims=True)
+    square = np.mean(x * x, axis=-1, keepdims=True)
+    if not root:
+        return weight * (x / (square + np.float32(eps)))
+    if eps_outside:
+        return weight * (x / (np.sqrt(square) + np.float32(eps)))
+    return weight * (x / np.sqrt(square + np.float32(eps)))
+
+
+def rope_slip(x, cos, sin, neighbours=False, sign=1):
+    """rope turning neighbouring pairs (neighbours), or by the opposite angle (sign -1)."""
+    half = x.shape[-1] // 2
+    if neighbours:  # pair (x[2i], x[2i + 1]), each at pair i's angle
+        a, b, c, s = x[..., 0::2], x[..., 1::2], cos[..., :half], sign * sin[..., :half]
+        out = np.empty_like(x)
+        out[..., 0::2], out[..., 1::2] = a * c - b * s, a * s + b * c
+        return out
+    rotated = np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+    return x * cos + rotated * (sign * sin)
+
+
 SLIPS = {  # function -> [(hint keys, the function with that slip)], tried in this order
     "gelu": [(("erf",), gelu_erf), (("relu",), relu)],
     "softmax": softmax_slips(),
@@ -261,4 +302,11 @@ SLIPS = {  # function -> [(hint keys, the function with that slip)], tried in th
         (("heads",), lambda x, memory, **a: cross_slip(x, memory, **a, split=split_by_positions,
                                                       merge=merge_positions)),
         (("no_c_proj",), lambda x, memory, **a: cross_slip(x, memory, **a, projected=False))],
+    "rms_norm": [(("rms_mean",), lambda x, **a: rms_norm_slip(x, **a, mean=True)),
+                 (("rms_eps_outside",), lambda x, **a: rms_norm_slip(x, **a, eps_outside=True)),
+                 (("rms_no_root",), lambda x, **a: rms_norm_slip(x, **a, root=False))],
+    "rope": [(("rope_pairs",), lambda x, **a: rope_slip(x, **a, neighbours=True)),
+             (("rope_direction",), lambda x, **a: rope_slip(x, **a, sign=-1)),
+             (("rope_pairs", "rope_direction"), lambda x, **a: rope_slip(x, **a, neighbours=True,
+                                                                         sign=-1))],
 }

@@ -1,5 +1,6 @@
 '''The file `python -m picogpt.exercises new` writes: seed 001's ten functions to fill in, and
-cross_attention, an optional eleventh (the couplet model's, docs/couplet.md).
+three optional ones: cross_attention (the couplet model's, docs/couplet.md), rms_norm and rope
+(the LLaMA block's, docs/gpt2-to-llama.md).
 
 Owns the file's text (each function with the seed's signature, a docstring in Chinese and then
 English giving its inputs and output with shapes and the page that explains it, and a body that
@@ -154,6 +155,36 @@ def cross_attention(x, memory, q, k, v, c_proj, n_head):
     x: [n_q, n_embd], memory: [n_k, n_embd]; q, k, v and c_proj are {{"w", "b"}} dicts
     -> [n_q, n_embd]. Until it is written (still raise NotImplementedError) no check counts it.
     Explained in docs/couplet.md, "Exercises", 1.
+    """
+    raise NotImplementedError
+
+
+def rms_norm(x, weight, eps):
+    """选做：LLaMA 与 Qwen 的 RMSNorm。每一行除以它的均方根（各元素平方的均值加 eps，再开
+    平方），再乘以 weight；不减均值，也没有偏置。x: [..., n]，weight: [n] -> [..., n]。
+    还没写时检查会跳过它。讲解：docs/zh/gpt2-to-llama.md 「用数字看每一处改动」。
+
+    Optional: the RMSNorm of LLaMA and Qwen. Divide each row by its root mean square (the mean
+    of the squares plus eps, square-rooted), then scale by weight; no mean taken away, no bias.
+    x: [..., n], weight: [n] -> [..., n]. Until it is written no check counts it.
+    Explained in docs/gpt2-to-llama.md, "Each change, in numbers".
+    """
+    raise NotImplementedError
+
+
+def rope(x, cos, sin):
+    """选做：旋转位置编码（RoPE），transformers 的写法：第 i 个特征与第 i + d_head // 2 个配成一对，
+    每一对按该位置的角度旋转：(a, b) -> (a·cos - b·sin, a·sin + b·cos)。cos、sin 已按这种配对
+    排好（前后两半相同）。x: [..., n_seq, d_head]，cos、sin: [n_seq, d_head]
+    -> [..., n_seq, d_head]。
+    还没写时检查会跳过它。讲解：docs/zh/gpt2-to-llama.md 「RoPE 的两种写法」。
+
+    Optional: rotary positions (RoPE) as transformers writes them: feature i pairs with feature
+    i + d_head // 2, and each pair turns by its position's angle: (a, b) -> (a cos - b sin,
+    a sin + b cos). cos and sin come laid out for that pairing (both halves alike).
+    x: [..., n_seq, d_head], cos, sin: [n_seq, d_head] -> [..., n_seq, d_head].
+    Until it is written no check counts it. Explained in docs/gpt2-to-llama.md, "RoPE's two
+    conventions".
     """
     raise NotImplementedError
 '''
