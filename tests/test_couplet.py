@@ -382,8 +382,9 @@ def test_a_couplet_folder_whose_files_disagree_is_one_line(tmp_path, case, mode)
     said = {"chars past the rows": "vocabulary holds 20 tokens, but its weights have 18 rows",
             "NaN at the same size": "params is missing or damaged",
             "n_ctx 10**15": "n_ctx=1000000000000000 is past the 1024 a couplet model",
-            "norm_first 'yes'": "n_dec_layer, a positive integer, and norm_first, true or false "
-                                "(here 1 and 'yes')"}[case]
+            "norm_first 'yes'": "is not Transformer (2017) hparams (it needs positive integers "
+                                "n_vocab, n_ctx, n_embd, n_head, n_layer, n_dec_layer; true or "
+                                "false norm_first)"}[case]
     assert_one_line_error(done, said)
 
 

@@ -528,7 +528,7 @@ def fifo(path: Path) -> None:
     os.mkfifo(path)
 
 
-@pytest.mark.parametrize("damage", ["a tensor missing", "a wrong shape", "adam_step 'x'",
+@pytest.mark.parametrize("damage", ["a tensor missing", "a wrong shape", "optimizer_step 'x'",
                                     "step 10**9", "a FIFO"])
 def test_resume_checks_the_checkpoint_against_the_run_before_a_step(stopped_run, tmp_path,
                                                                     damage):
@@ -540,20 +540,21 @@ def test_resume_checks_the_checkpoint_against_the_run_before_a_step(stopped_run,
         arrays = {key: stored[key] for key in stored.files}
     about = json.loads(str(arrays["about"]))
     if damage == "a tensor missing":
-        del arrays["m/wte"]
+        del arrays["optimizer/m.wte"]
     elif damage == "a wrong shape":
         arrays["params/wpe"] = np.zeros((3, 3), np.float32)
-    elif damage == "adam_step 'x'":
-        about["adam_step"] = "x"
+    elif damage == "optimizer_step 'x'":
+        about["optimizer_step"] = "x"
     elif damage == "step 10**9":
-        about["step"] = about["adam_step"] = 10**9
+        about["step"] = about["optimizer_step"] = 10**9
     arrays["about"] = np.array(json.dumps(about))
     np.savez(path, **arrays)
     if damage == "a FIFO":
         fifo(path)
     done = picogpt(*resume, entry=main)
-    said = {"a tensor missing": "it lacks m/wte", "a wrong shape": "its params/wpe is (3, 3) "
-            "float32, where the run's is (16, 16) float32", "adam_step 'x'": "its adam_step is "
+    said = {"a tensor missing": "it lacks optimizer/m.wte", "a wrong shape": "its params/wpe is "
+            "(3, 3) float32, where the run's is (16, 16) float32", "optimizer_step 'x'": "its "
+            "optimizer_step is "
             "'x', not a step from 0 to the run's 12", "step 10**9": "its step is 1000000000",
             "a FIFO": "it is not a regular file"}[damage]
     assert_one_line_error(done, f"cannot go on from {path}: {said}")
