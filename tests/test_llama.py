@@ -1,0 +1,93 @@
+"""The LLaMA kind's forward (picogpt/llama/model.py) against transformers' LlamaForCausalLM,
+Qwen2ForCausalLM and Qwen3ForCausalLM on the same lively random weights."""
+
+import doctest
+
+import numpy as np
+import pytest
+import torch
+
+from picogpt.files.llama_hf import nest_llama
+from picogpt.llama import model as llama_model
+from picogpt.llama.model import HPARAMS, grouped_attention, llama, rms_norm, rope, rope_angles
+from picogpt.model import softmax
+from scripts.fixtures.llama import random_llama, state_arrays
+
+# (kind, tied): each kind with its head tied and untied
+KINDS = [("llama", False), ("llama", True), ("qwen2", True), ("qwen2", False), ("qwen3", True),
+         ("qwen3", False)]
+
+
+def forward_hparams(config) -> dict:
+    """The hparams llama() reads, from a transformers config."""
+    return {"n_head": config.num_attention_heads, "n_kv_head": config.num_key_value_heads,
+            "d_head": getattr(config, "head_dim", None)
+            or config.hidden_size // config.num_attention_heads,
+            "rope_theta": config.rope_parameters["rope_theta"], "norm_eps": config.rms_norm_eps}
+
+
+def test_doctests_run():
+    failed, tried = doctest.testmod(llama_model)
+    assert tried >= 5 and failed == 0
+
+
+@pytest.mark.parametrize("kind,tied", KINDS)
+def test_logits_equal_transformers(kind, tied):
+    model = random_llama(kind, tied, seed=1)
+    params = nest_llama(state_arrays(model))
+    assert ("lm_head" in params) == (not tied)
+    ids = np.random.default_rng(2).integers(0, model.config.vocab_size, 100)
+    with torch.no_grad():
+        theirs = model(torch.from_numpy(ids)[None]).logits[0].numpy()
+    ours = llama(ids, **params, **forward_hparams(model.config))
+    assert ours.shape == theirs.shape == (100, model.config.vocab_size)
+    assert ours.dtype == np.float32
+    assert theirs.std() > 1  # lively: logits spread over units, not hundredths
+    # float32 sums in another order: the logits (size ~10) agree to a few 1e-6
+    assert np.abs(ours - theirs).max() < 1e-4
+
+
+def test_batch_rows_equal_each_row_alone():
+    model = random_llama("qwen3", tied=False, seed=3)
+    params, hparams = nest_llama(state_arrays(model)), forward_hparams(model.config)
+    ids = np.random.default_rng(4).integers(0, model.config.vocab_size, (3, 20))
+    batch = llama(ids, **params, **hparams)
+    assert batch.shape == (3, 20, model.config.vocab_size)
+    for row, logits in zip(ids, batch):
+        np.testing.assert_allclose(logits, llama(row, **params, **hparams), atol=1e-5)
+
+
+def test_hparams_names_the_forwards_arguments():
+    assert set(HPARAMS) <= set(llama.__code__.co_varnames)
+
+
+def test_rms_norm_against_the_formula():
+    x = np.random.default_rng(5).standard_normal((4, 16)).astype(np.float32) * 3
+    weight = np.linspace(0.5, 2, 16, dtype=np.float32)
+    expected = [w * v / np.sqrt((v ** 2).sum() / 16 + 1e-6) for v in x for w in [weight]]
+    np.testing.assert_allclose(rms_norm(x, weight, 1e-6), expected, rtol=1e-6)
+
+
+def test_rope_keeps_lengths_and_depends_only_on_distance():
+    rng = np.random.default_rng(6)
+    q, k = rng.standard_normal((2, 8)).astype(np.float32)
+    turned = []
+    for start in (0, 37):
+        cos, sin = rope_angles(start, 3, 8, 10000.0)  # positions start, start + 1, start + 2
+        turned.append(rope(q, cos[2], sin[2]) @ rope(k, cos[0], sin[0]))
+        np.testing.assert_allclose(np.linalg.norm(rope(q, cos[2], sin[2])), np.linalg.norm(q),
+                                   rtol=1e-6)
+    assert turned[0] == pytest.approx(turned[1], rel=1e-5)
+
+
+def test_grouped_attention_against_a_loop():
+    rng = np.random.default_rng(7)
+    q = rng.standard_normal((6, 5, 4)).astype(np.float32)  # 6 query heads
+    k, v = rng.standard_normal((2, 2, 5, 4)).astype(np.float32)  # 2 key/value heads
+    out = grouped_attention(q, k, v)
+    assert out.shape == (6, 5, 4)
+    for head in range(6):
+        kv = head // 3  # heads 0-2 share key/value head 0, heads 3-5 head 1
+        for i in range(5):
+            weights = softmax(k[kv, : i + 1] @ q[head, i] / 2.0)
+            np.testing.assert_allclose(out[head, i], weights @ v[kv, : i + 1], atol=1e-6)
