@@ -299,3 +299,32 @@ def test_cli_refusals_are_one_line(cli_folder, tmp_path, cache_home):
     assert_one_line_error(picogpt("Tom", "--hf", str(folder)), "describes a 'gemma3' model")
     done = picogpt("Tom", "--hf", str(cli_folder[0]), "--explain", str(tmp_path / "p.html"))
     assert_one_line_error(done, "--explain shows a GPT-2's insides")
+
+
+def test_a_hub_id_fetches_the_shards_index_and_configs_and_runs(fake_hub, tmp_path):
+    from test_hub import fetched, run
+
+    repo = tmp_path / "repo"
+    model = random_llama("qwen3", True, seed=31, vocab_size=257)
+    save_llama(model, repo, "bfloat16", shard=True)
+    (repo / "tokenizer_config.json").write_text("{}")
+    (repo / "pytorch_model.bin").write_bytes(b"not for picogpt")
+    shards = sorted(p.name for p in repo.glob("model-*.safetensors"))
+    assert len(shards) > 1
+    expected = picogpt("Hello", "--n_tokens", "4", "--hf", str(repo),
+                       env={"XDG_CACHE_HOME": str(tmp_path / "c1")})
+    assert expected.returncode == 0, expected.stderr
+    hub = fake_hub({"Qwen/Tiny-Qwen3": repo})
+    first = run(hub, tmp_path / "home", "--hf", "Qwen/Tiny-Qwen3",
+                XDG_CACHE_HOME=str(tmp_path / "c2"))
+    assert (first.returncode, first.stdout) == (0, expected.stdout), first.stderr
+    assert fetched(hub) == sorted(["config.json", "generation_config.json", "merges.txt",
+                                   "model.safetensors.index.json", "tokenizer_config.json",
+                                   "vocab.json", *shards])
+    weights = sum((repo / name).stat().st_size for name in shards)
+    lines = first.stderr.splitlines()
+    said = [i for i, line in enumerate(lines) if "converting its weights to float32 takes" in line]
+    converting = [i for i, line in enumerate(lines) if line.startswith("converting the weights")]
+    assert said and converting and said[0] < converting[0]  # said before either starts
+    assert "downloading Qwen/Tiny-Qwen3:" in lines[said[0] - 1]
+    assert f"about {2 * weights / 1e3:.0f} kB" in lines[said[0]]  # bfloat16: twice in float32
