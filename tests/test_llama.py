@@ -328,3 +328,18 @@ def test_a_hub_id_fetches_the_shards_index_and_configs_and_runs(fake_hub, tmp_pa
     assert said and converting and said[0] < converting[0]  # said before either starts
     assert "downloading Qwen/Tiny-Qwen3:" in lines[said[0] - 1]
     assert f"about {2 * weights / 1e3:.0f} kB" in lines[said[0]]  # bfloat16: twice in float32
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 1), (1, 5), (12,)])
+def test_the_engines_block_equals_the_books(shape):
+    from picogpt.llama import fast
+    from picogpt.llama.model import llama_block
+
+    _, params, hparams = engine_model("qwen2", True, seed=15)  # q/k/v biases
+    x = np.random.default_rng(16).standard_normal((*shape, 64)).astype(np.float32)
+    cos, sin = rope_angles(3, shape[-1], hparams["d_head"], hparams["rope_theta"])
+    settings = {"cos": cos, "sin": sin, "n_head": 4, "n_kv_head": 2, "norm_eps": 1e-6}
+    book = llama_block(x, **params["blocks"][1], **settings)
+    engine = fast.llama_block(x, **params["blocks"][1], **settings)
+    assert engine.shape == book.shape == x.shape
+    np.testing.assert_allclose(engine, book, atol=1e-5)

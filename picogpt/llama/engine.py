@@ -4,13 +4,15 @@ kvcache.py's cache, for grouped-query attention: a layer stores only the n_kv_he
 heads (Qwen2.5-0.5B: 2 of 14, a seventh of the memory multi-head attention would take), and its
 `attend` hands model.py's grouped attention all of them. Positions of new tokens start at the
 cache's n_past, so their rotations (rope) continue where the prompt left off. The functions take
-the model's hparams where GPT-2's take n_head (llama/__init__.py says why).
+the model's hparams where GPT-2's take n_head (llama/__init__.py says why). The blocks are
+llama/fast.py's copies of model.py's, shaped for a decode step's few rows.
 """
 
 import numpy as np
 
 from ..kvcache import CHUNK, FIRST_CHUNK, KVCache, LayerCache
-from .model import linear, llama_block, rms_norm, rope_angles
+from .fast import linear, llama_block
+from .model import rms_norm, rope_angles
 
 SCORE_CHUNK = 256  # positions per pass through a block when scoring, as score.py's
 
