@@ -48,6 +48,19 @@ def load_llama(folder: Path, config: dict) -> tuple:
     hparams = read_llama_config(config, folder / CONFIG)
     encoder = read_vocab(folder, _("save the model's tokenizer beside the weights with "
                                    "tokenizer.save_pretrained"))
+    if encoder.n_vocab > hparams["n_vocab"]:
+        raise PicoGPTError(_("{folder}'s vocabulary holds {n} tokens, but {config} gives the "
+                             "model {n_vocab} (vocab_size); the tokenizer is not this model's. "
+                             "Save the two together with save_pretrained.").format(
+                                 folder=folder, n=encoder.n_vocab, config=CONFIG,
+                                 n_vocab=hparams["n_vocab"]))
+    params = read_weights(folder, hparams)
+    return encoder, *cut_vocabulary(hparams, params, encoder.n_vocab)
+
+
+def read_weights(folder: Path, hparams: dict) -> dict:
+    """The params of a folder whose config gave hparams: its float32 store, made first if the
+    store is missing or was made from other files."""
     shards = shard_files(folder)
     tensors = tensor_index(folder, shards, hparams)  # shapes checked before any conversion
     stamps = source_stamps(folder, shards)
@@ -61,15 +74,7 @@ def load_llama(folder: Path, config: dict) -> tuple:
         raise PicoGPTError(_("{folder}'s weights hold NaN or infinity in {name}: a model with "
                              "such weights gives no numbers to sample from.").format(
                                  folder=folder, name=bad))
-    params = nest(arrays)
-    n_vocab = min(encoder.n_vocab, hparams["n_vocab"])
-    if encoder.n_vocab > hparams["n_vocab"]:
-        raise PicoGPTError(_("{folder}'s vocabulary holds {n} tokens, but {config} gives the "
-                             "model {n_vocab} (vocab_size); the tokenizer is not this model's. "
-                             "Save the two together with save_pretrained.").format(
-                                 folder=folder, n=encoder.n_vocab, config=CONFIG,
-                                 n_vocab=hparams["n_vocab"]))
-    return encoder, *cut_vocabulary(hparams, params, n_vocab)
+    return nest(arrays)
 
 
 def cut_vocabulary(hparams: dict, params: dict, n_vocab: int) -> tuple[dict, dict]:
