@@ -2,8 +2,11 @@
 
 transformers 5 saves every tokenizer, GPT-2's and BERT's alike, as tokenizer.json (the tokenizers
 library's file: a model, a normalizer, a pre-tokenizer, a decoder and added tokens) and
-tokenizer_config.json. A byte-level BPE (model "BPE" with its vocab and merges, GPT-2's ByteLevel
-pre-tokenizer and decoder, no normalizer) becomes encoder.py's Encoder; a WordPiece (model
+tokenizer_config.json. A byte-level BPE (model "BPE" with its vocab and merges, a ByteLevel
+decoder) becomes encoder.py's Encoder: GPT-2's (the ByteLevel pre-tokenizer with its own regex)
+or a later one's (Qwen's and LLaMA-3's: an NFC normalizer, a Split pre-tokenizer with the
+model's regex before a ByteLevel without one, added tokens found in the text, a begin token
+that the post-processor adds); a WordPiece (model
 "WordPiece" with its vocab, BertNormalizer, BertPreTokenizer) becomes wordpiece.py's WordPiece,
 with the normalizer's settings (lowercase -> do_lower_case, handle_chinese_chars ->
 tokenize_chinese_chars, strip_accents) and the model's unk_token. The file is JSON, so the
@@ -18,13 +21,19 @@ files of the folder. Nothing is written.
 
 from pathlib import Path
 
-from ..encoder import N_MERGES, N_VOCAB, SPECIAL
+import regex
+
+from ..encoder import N_MERGES, N_VOCAB, SPECIAL, bytes_to_unicode
 from ..errors import PicoGPTError, _
 from ..wordpiece import WordPiece
 from .store import read_json
 from .vocab_files import TOKENIZER_JSON, WORDPIECE_FILES, bpe_encoder, folder_settings
 
-BPE_PARTS = {"normalizer": (None,), "pre_tokenizer": ("ByteLevel",), "decoder": ("ByteLevel",)}
+SPLIT = "Sequence [Split, ByteLevel]"  # a later byte-level BPE's pre-tokenizer (Qwen, LLaMA-3)
+BPE_PARTS = {"normalizer": (None, "NFC"), "pre_tokenizer": ("ByteLevel", SPLIT),
+             "decoder": ("ByteLevel",),
+             "post_processor": (None, "ByteLevel", "TemplateProcessing",
+                                "Sequence [ByteLevel, TemplateProcessing]")}
 WORDPIECE_PARTS = {"normalizer": ("BertNormalizer",), "pre_tokenizer": ("BertPreTokenizer",),
                    "decoder": ("WordPiece", None)}
 CONTINUES, MAX_WORD = "##", 100  # what wordpiece.py's WordPiece runs, as BERT's
@@ -33,6 +42,9 @@ CONTINUES, MAX_WORD = "##", 100  # what wordpiece.py's WordPiece runs, as BERT's
 BERT_CLASSES = ("BertTokenizer", "BertTokenizerFast")
 BERT_DEFAULTS = {"do_lower_case": True, "tokenize_chinese_chars": True, "strip_accents": None,
                  "unk_token": "[UNK]"}
+# Seconds a downloaded Split regex may take on a text of 100,000 characters (Qwen's takes about
+# 0.2 s): a pattern that backtracks without end is stopped, not waited for
+REGEX_SECONDS = 2.0
 
 
 def read_described(folder: Path, fix: str, gpt2: bool):
@@ -57,6 +69,8 @@ def bpe_described(folder: Path, described: dict, config: dict, gpt2: bool, fix: 
     """An Encoder of tokenizer.json's byte-level BPE; tokenizer_config.json may name no other
     start or end token than <|endoftext|>, nor add a space before a text."""
     path = folder / TOKENIZER_JSON
+    if described["pieces"] is not None:
+        return later_bpe(folder, described, config, fix)
     stated = {name: config.get(name) for name in ("bos_token", "eos_token", "add_prefix_space")}
     for name, value in stated.items():
         value = value.get("content") if isinstance(value, dict) else value
@@ -69,7 +83,40 @@ def bpe_described(folder: Path, described: dict, config: dict, gpt2: bool, fix: 
     check_added(path, described["added"], described["vocab"], {SPECIAL}, fix)
     return bpe_encoder(described["vocab"], described["merges"],
                        (N_VOCAB, N_MERGES) if gpt2 else None,
-                       (f"{path}'s model.vocab", f"{path}'s model.merges"), fix)
+                       (f"{path}'s model.vocab", f"{path}'s model.merges"), fix,
+                       normal=described["normal"])
+
+
+def later_bpe(folder: Path, described: dict, config: dict, fix: str):
+    """An Encoder of a byte-level BPE after GPT-2's: its vocab with its added tokens (which may
+    lie past it, as Qwen's do), its regex, its begin token, and tokenizer_config.json's
+    eos_token as the token that ends a text (else <|endoftext|>, if it has one)."""
+    path, table = folder / TOKENIZER_JSON, dict(described["vocab"])
+    for text, i in described["added"]:
+        if table.setdefault(text, i) != i:
+            raise PicoGPTError(_("{path} adds the token {text} at id {id}, but its model.vocab "
+                                 "has it at id {other}; {fix}.").format(
+                                     path=path, text=repr(text), id=i, other=table[text],
+                                     fix=fix))
+    added = {text for text, _i in described["added"]}
+    alphabet = set(bytes_to_unicode().values())
+    odd = set("".join(token for token in described["vocab"] if token not in added)) - alphabet
+    if odd:  # a byte-level BPE spells every token in the 256 byte characters
+        raise refused(path, _("a BPE whose tokens are not spelled in bytes (it holds {char}); "
+                              "a SentencePiece tokenizer, perhaps").format(char=repr(min(odd))))
+    try:
+        pieces = regex.compile(described["pieces"])
+    except (regex.error, OverflowError, RecursionError) as e:
+        raise PicoGPTError(_("{path}'s pre-tokenizer regex does not compile ({reason}); "
+                             "{fix}.").format(path=path, reason=e, fix=fix)) from None
+    end = config.get("eos_token")
+    end = end.get("content") if isinstance(end, dict) else end
+    end = end if end in table else SPECIAL if SPECIAL in table else None
+    return bpe_encoder(table, described["merges"], None,
+                       (f"{path}'s model.vocab", f"{path}'s model.merges"), fix,
+                       pieces=pieces, normal=described["normal"], added=tuple(added),
+                       begin=described["begin"], start=described["begin"], end=end,
+                       whole=described["whole"], timeout=REGEX_SECONDS)
 
 
 def wordpiece_described(folder: Path, described: dict, config: dict, fix: str):
@@ -136,8 +183,16 @@ def read_tokenizer_json(path: Path, fix: str) -> dict:
             path=path, fix=fix))
     added = added_tokens(path, data.get("added_tokens"), fix)
     if kind == "BPE":
+        pieces, begin = split_regex(path, data["pre_tokenizer"]), begin_token(path, data)
+        if pieces is None and begin is not None:
+            raise refused(path, _("GPT-2's byte-level BPE with a begin token {token} added by "
+                                  "its post_processor").format(token=repr(begin)))
+        if pieces is not None:
+            plain(path, data.get("added_tokens") or [])
         return {"kind": "bpe", "vocab": vocab, "merges": bpe_merges(path, data, fix),
-                "added": added}
+                "added": added, "pieces": pieces, "begin": begin,
+                "normal": named(data.get("normalizer")),
+                "whole": data["model"].get("ignore_merges", False) is True}
     return {"kind": "wordpiece", "vocab": vocab, "settings": described_settings(path, data),
             "added": added}
 
@@ -161,7 +216,8 @@ def named(part) -> str | None:
     Sequence nested 450 deep would otherwise pass Python's recursion limit)."""
     if not isinstance(part, dict):
         return None
-    inside = part.get("normalizers") or part.get("pretokenizers") or part.get("decoders")
+    inside = (part.get("normalizers") or part.get("pretokenizers") or part.get("decoders")
+              or part.get("processors"))
     if part.get("type") == "Sequence" and isinstance(inside, list):
         return "Sequence [{}]".format(", ".join(
             str(step.get("type") if isinstance(step, dict) else None) for step in inside))
@@ -171,21 +227,26 @@ def named(part) -> str | None:
 def refused(path: Path, what: str) -> PicoGPTError:
     """The one line that refuses a tokenizer picogpt would run differently than its file says."""
     return PicoGPTError(_("{path} describes {what}, which picogpt cannot run: it runs byte-level "
-                          "BPE tokenizers as GPT-2's and WordPiece tokenizers as BERT's, with "
-                          "their own settings only.").format(path=path, what=what))
+                          "BPE tokenizers as GPT-2's, Qwen's and LLaMA-3's, WordPiece "
+                          "tokenizers as BERT's, and WordLevel tokenizers as picogpt.train "
+                          "writes, with their own settings only.").format(path=path, what=what))
 
 
 def bpe_merges(path: Path, data: dict, fix: str) -> list[tuple[str, str]]:
     """The merge list of a byte-level BPE, after checking the settings picogpt's Encoder runs:
     GPT-2's pre-tokenizer regex, no space added before a text, no dropout, no subword marks."""
     model, pre = data["model"], data["pre_tokenizer"]
+    later = pre.get("type") == "Sequence"  # [Split, ByteLevel]: the ByteLevel runs no regex
+    pre = pre["pretokenizers"][1] if later else pre
     unlike = [("pre_tokenizer.add_prefix_space", pre.get("add_prefix_space"), (False, None)),
-              ("pre_tokenizer.use_regex", pre.get("use_regex", True), (True,)),
+              ("pre_tokenizer.use_regex", pre.get("use_regex", True), (not later,)),
               ("model.dropout", model.get("dropout"), (None, 0, 0.0)),
+              ("model.byte_fallback", model.get("byte_fallback", False), (False,)),
               ("model.continuing_subword_prefix", model.get("continuing_subword_prefix"),
                (None, "")),
               ("model.end_of_word_suffix", model.get("end_of_word_suffix"), (None, "")),
-              ("model.ignore_merges", model.get("ignore_merges", False), (False,))]
+              ("model.ignore_merges", model.get("ignore_merges", False),
+               (False, True) if later else (False,))]
     for name, value, runs in unlike:
         if value not in runs:
             raise refused(path, _("a byte-level BPE with {name} = {value}").format(
@@ -200,6 +261,62 @@ def bpe_merges(path: Path, data: dict, fix: str) -> list[tuple[str, str]]:
                                  "{fix}.").format(path=path, fix=fix))
         merges.append(tuple(pair))
     return merges
+
+
+def split_regex(path: Path, pre: dict) -> str | None:
+    """The regex of a later byte-level BPE's Split pre-tokenizer (None for GPT-2's ByteLevel,
+    which runs its own), after checking it is run as picogpt runs it: each match and each text
+    between two matches a piece of its own ("Isolated"), not inverted."""
+    if pre.get("type") != "Sequence":
+        return None
+    split = pre["pretokenizers"][0]
+    pattern = split.get("pattern")
+    pattern = (pattern.get("Regex") if "Regex" in pattern else regex.escape(pattern.get("String"))
+               if isinstance(pattern.get("String"), str) else None) \
+        if isinstance(pattern, dict) else None
+    for name, value, runs in (("pre_tokenizer Split's behavior", split.get("behavior"),
+                               ("Isolated",)),
+                              ("pre_tokenizer Split's invert", split.get("invert", False),
+                               (False,))):
+        if value not in runs:
+            raise refused(path, _("a byte-level BPE with {name} = {value}").format(
+                name=name, value=repr(value)))
+    if not isinstance(pattern, str):
+        raise refused(path, _("a Split pre-tokenizer without a regex or string pattern"))
+    return pattern
+
+
+def begin_token(path: Path, data: dict) -> str | None:
+    """The token the post-processor puts before a text (LLaMA-3's <|begin_of_text|>), or None;
+    a TemplateProcessing that adds anything else is refused."""
+    post = data.get("post_processor")
+    steps = post.get("processors") if isinstance(post, dict) and post.get("type") == "Sequence" \
+        else [post]
+    template = next((step for step in steps or [] if isinstance(step, dict)
+                     and step.get("type") == "TemplateProcessing"), None)
+    if template is None:
+        return None
+    single, specials = template.get("single"), template.get("special_tokens")
+    names = [item.get("SpecialToken", {}).get("id") if isinstance(item, dict) else None
+             for item in single] if isinstance(single, list) else [None]
+    given = [item.get("Sequence", {}).get("id") for item in single[1:]
+             if isinstance(item, dict)] if names and single else []
+    if not (len(names) in (1, 2) and names[-1] is None and given == ["A"] * (len(names) - 1)
+            and (len(names) == 1 or isinstance(specials, dict) and isinstance(
+                specials.get(names[0]), dict) and len(specials[names[0]].get("ids", [])) == 1)):
+        raise refused(path, _("a post_processor that adds tokens other than one before the "
+                              "text"))
+    return names[0] if len(names) == 2 else None
+
+
+def plain(path: Path, added: list) -> None:
+    """Each added token must be found as itself wherever the text holds it: none that also
+    eats the spaces beside it or must stand as a word of its own."""
+    for token in added:
+        flags = [name for name in ("lstrip", "rstrip", "single_word") if token.get(name)]
+        if flags:
+            raise refused(path, _("an added token {text} with {flag} set").format(
+                text=repr(token["content"]), flag=flags[0]))
 
 
 def described_settings(path: Path, data: dict) -> dict:
