@@ -42,13 +42,24 @@ class LayerCache:
         """mha's attention step: store the new positions' k and v, then attend over all."""
         # [*batch, n_head, n_new, d_head] x3 -> [*batch, n_head, n_new, d_head]
         n_all = self.n_past + k.shape[-2]
-        assert n_all <= self.k.shape[-2], "the cache was made too small for this run"
+        if n_all > self.k.shape[-2]:  # a conversation goes on past the room it was made with
+            self.grow(n_all)
         self.k[..., self.n_past : n_all, :] = k  # written in place: the past is never copied
         self.v[..., self.n_past : n_all, :] = v
         self.n_past = n_all
         if self.prompt is None:
             return causal_attention(q, *self.filled())
         return self.attend_after_prompt(q, *self.filled())
+
+    def grow(self, n_positions: int) -> None:
+        """Room for at least n_positions: new buffers, twice as long or more, the past copied
+        into them (doubling keeps the copies' total under twice the final size)."""
+        *batch, n_head, n_room, d_head = self.k.shape
+        shape = (*batch, n_head, max(n_positions, 2 * n_room), d_head)
+        k, v = np.empty(shape, self.k.dtype), np.empty(shape, self.v.dtype)
+        k[..., : self.n_past, :] = self.k[..., : self.n_past, :]  # not filled(): a subclass
+        v[..., : self.n_past, :] = self.v[..., : self.n_past, :]  # may view it reshaped
+        self.k, self.v = k, v
 
     def attend_after_prompt(self, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
         """Attention over the shared prompt's positions followed by this row's own."""
