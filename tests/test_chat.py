@@ -232,3 +232,40 @@ def test_render_runs_in_the_sandbox():
     with pytest.raises(PicoGPTError, match="the chat template failed"):
         render(HOSTILE["escape"], ONE, {})
     assert render("{{ messages[0].content | tojson }}", ONE, {}) == '"你好，请介绍一下自己。"'
+
+
+def test_a_reply_ends_at_any_of_the_folders_end_tokens(chat_folder, tmp_path):
+    """generation_config.json's list (else config.json's number) names the end tokens, and a
+    reply stops before the first it picks."""
+    encoder, hparams, params = load_hf(str(chat_folder))
+    chat = read_chat(chat_folder, encoder.n_vocab, encoder.end)
+    ends = {encoder.encoder["<|im_end|>"], encoder.encoder["<|endoftext|>"]}
+    assert chat["ends"] == ends
+    folder = tmp_path / "config_only"
+    folder.mkdir()
+    for file in chat_folder.iterdir():
+        if file.name not in ("generation_config.json", "config.json"):
+            (folder / file.name).symlink_to(file)
+    config = json.loads((chat_folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "eos_token_id": 7}))
+    assert read_chat(folder, encoder.n_vocab, encoder.end)["ends"] == {7}
+    ids = chat_ids(encoder, chat["template"], ONE, chat["tokens"], enable_thinking=False)
+
+    def reply(ends):
+        return list(Conversation(params, hparams["n_head"], 512).reply(
+            ids, 12, Sampling(), np.random.default_rng(0), ends))
+    free = reply(set())
+    assert len(free) == 12 and reply({free[5], 10**6}) == free[: free.index(free[5])]
+
+
+def test_a_think_block_is_shown_apart_from_the_answer(tmp_path, capsys):
+    from picogpt.cli.chat import print_reply
+
+    qwen_tokenizer(tmp_path, added=THINK)
+    encoder = load_encoder(tmp_path)
+    ids = encoder.encode("<think>\n先想一想 123\n</think>\n\n答案是42。")
+    assert encoder.encoder["<think>"] in ids and encoder.encoder["</think>"] in ids
+    kept = []
+    print_reply(iter(ids), encoder, [], kept)
+    shown = capsys.readouterr()
+    assert (shown.out, shown.err) == ("答案是42。\n", "\n先想一想 123\n\n") and kept == ids
