@@ -98,9 +98,11 @@ def render(template: str, messages: list[dict], tokens: dict, **options) -> str:
 class Conversation:
     """A conversation's KV cache and the ids it holds, kept from one turn to the next."""
 
-    def __init__(self, params: dict, n_head: int, n_ctx: int, engine: ModuleType = kvcache):
+    def __init__(self, params: dict, n_head: int | dict, n_ctx: int,
+                 engine: ModuleType = kvcache):
         """engine holds the model's `KVCache`, `prefill` and `decode_step` (kvcache.py's for
-        GPT-2); the cache starts small and grows as the conversation does."""
+        GPT-2, llama/engine.py's for the LLaMA kind, which takes its hparams where GPT-2's
+        takes n_head); the cache starts small and grows as the conversation does."""
         self.params, self.n_head, self.n_ctx, self.engine = params, n_head, n_ctx, engine
         self.cache = engine.KVCache(params, n_head, 64, batch=(1,))
         self.ids: list[int] = []  # the ids whose keys and values the cache holds

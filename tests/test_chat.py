@@ -269,3 +269,35 @@ def test_a_think_block_is_shown_apart_from_the_answer(tmp_path, capsys):
     print_reply(iter(ids), encoder, [], kept)
     shown = capsys.readouterr()
     assert (shown.out, shown.err) == ("答案是42。\n", "\n先想一想 123\n\n") and kept == ids
+
+
+@pytest.mark.parametrize("kind", ["qwen2", "qwen3", "qwen3-thinking"])
+def test_a_qwen_chat_turn_prints_transformers_greedy_reply(kind, tmp_path, monkeypatch):
+    """A Qwen2 with Qwen2.5's kind of template and a Qwen3 with Qwen3's (thinking off, then
+    on): the reply transformers' greedy decoding gives on apply_chat_template's ids."""
+    from scripts.fixtures.llama import random_llama
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the converted store
+    folder, thinking = tmp_path / kind, kind.endswith("thinking")
+    qwen3 = kind.startswith("qwen3")
+    tokenizer = qwen_tokenizer(folder, template("qwen3" if qwen3 else "qwen2.5"),
+                               added=THINK if qwen3 else ())
+    model = random_llama("qwen3" if qwen3 else "qwen2", vocab_size=len(tokenizer))
+    model.save_pretrained(folder)
+    ends = [tokenizer.convert_tokens_to_ids("<|im_end|>"),
+            tokenizer.convert_tokens_to_ids("<|endoftext|>")]
+    (folder / "generation_config.json").write_text(json.dumps({"eos_token_id": ends}))
+    ids = reference_ids(tokenizer, SYSTEM, enable_thinking=thinking)
+    import torch
+
+    with torch.no_grad():
+        out = model.generate(torch.tensor([ids]), max_new_tokens=16, do_sample=False)[0]
+    reply = out[len(ids):].tolist()
+    reply = reply[: next((i for i, t in enumerate(reply) if t in ends), len(reply))]
+    run = picogpt(ONE[0]["content"], "--hf", str(folder), "--chat", "--n_tokens", "16",
+                  "--system", SYSTEM[0]["content"], *(["--thinking"] if thinking else []))
+    assert run.returncode == 0, run.stderr
+    think = [tokenizer.convert_tokens_to_ids(mark) for mark in THINK] if qwen3 else []
+    answer = reply[reply.index(think[1]) + 1:] if think and think[1] in reply else reply
+    assert run.stdout == tokenizer.decode([t for t in answer if t not in think]).lstrip("\n") \
+        + "\n"

@@ -10,6 +10,7 @@ import codecs
 import sys
 from collections.abc import Iterable
 
+from .. import kvcache
 from ..chat import THINK, Conversation, chat_ids
 from ..encoder import added_bytes
 from ..errors import PicoGPTError, _
@@ -17,6 +18,7 @@ from ..files.chat_files import read_chat, read_template
 from ..files.hf import find_folder
 from ..files.loaded_model import load_model
 from ..files.store import read_json
+from ..llama import head_argument, llama_kind
 from ..sampling import Sampling, sample_rngs
 from .terminal import call_first, reading_notice
 
@@ -49,7 +51,8 @@ def chat_text(message: str, hf: str, system: str | None, thinking: bool, n_token
     read_template(folder, config if isinstance(config, dict) else {})  # refused before loading
     loaded = load_model(hf=hf)
     encoder, chat = loaded.encoder, read_chat(folder, loaded.n_vocab, loaded.encoder.end)
-    conversation = Conversation(loaded.params, loaded.n_head, loaded.n_ctx)
+    conversation = Conversation(loaded.params, head_argument(loaded.hparams), loaded.n_ctx,
+                                llama_kind(loaded.hparams) or kvcache)
     rng = sample_rngs(seed, 1)[0]
     messages = [{"role": "system", "content": system}] if system is not None else []
 
