@@ -62,6 +62,38 @@ def merge_pair(tokens: tuple | list, pair: tuple[str, str]) -> tuple:
     return tuple(merged)
 
 
+def added_parts(text: str, added_at: regex.Pattern | None):
+    """text as (part, is it an added token) pairs, in order, the empty parts left out: each
+    match of added_at (the added tokens, longest first) is a part of its own."""
+    at = 0
+    for match in added_at.finditer(text) if added_at else ():
+        if match.start() > at:
+            yield text[at : match.start()], False
+        yield match.group(), True
+        at = match.end()
+    if at < len(text):
+        yield text[at:], False
+
+
+def isolated(text: str, pieces: regex.Pattern, timeout: float | None) -> list[str]:
+    """text cut as tokenizers' Split with behavior "Isolated" cuts it: each match of pieces,
+    and the text between two matches, as a piece of its own. A regex from a download is stopped
+    after timeout seconds per 100,000 characters."""
+    cut, at = [], 0
+    seconds = None if timeout is None else timeout * (1 + len(text) / 100_000)
+    try:
+        for match in pieces.finditer(text, timeout=seconds):
+            cut += [text[at : match.start()]] if match.start() > at else []
+            cut += [match.group()] if match.end() > match.start() else []
+            at = match.end()
+    except TimeoutError:
+        raise PicoGPTError(_("the tokenizer's pre-tokenizer regex took more than {seconds} "
+                             "s on a text of {n} characters, so it was stopped: the regex "
+                             "is unsafe. Use the tokenizer.json the model was released "
+                             "with.").format(seconds=f"{seconds:g}", n=len(text))) from None
+    return [*cut, text[at:]] if at < len(text) else cut
+
+
 def added_bytes(encoder, previous: list[int], token: int) -> bytes:
     """The bytes token adds to a text that ends with the ids in previous (the last one is
     enough): a BPE token's own bytes; for WordPiece, whose space before a word depends on the
@@ -131,35 +163,13 @@ class Encoder:
         return ids
 
     def parts(self, text: str):
-        """text as (part, is it an added token) pairs, in order, the empty parts left out."""
-        at = 0
-        for match in self.added_at.finditer(text) if self.added_at else ():
-            if match.start() > at:
-                yield text[at : match.start()], False
-            yield match.group(), True
-            at = match.end()
-        if at < len(text):
-            yield text[at:], False
+        """text as (part, is it an added token) pairs: added_parts with this tokenizer's."""
+        return added_parts(text, self.added_at)
 
     def cut(self, text: str) -> list[str]:
-        """text cut into the pieces BPE runs on: each match of the pieces regex, and the text
-        between two matches (which GPT-2's regex never leaves) as a piece of its own."""
-        if self.pieces is PIECES:
-            return PIECES.findall(text)
-        cut, at = [], 0
-        # a regex from a download is stopped after timeout seconds per 100,000 characters
-        seconds = None if self.timeout is None else self.timeout * (1 + len(text) / 100_000)
-        try:
-            for match in self.pieces.finditer(text, timeout=seconds):
-                cut += [text[at : match.start()]] if match.start() > at else []
-                cut += [match.group()] if match.end() > match.start() else []
-                at = match.end()
-        except TimeoutError:
-            raise PicoGPTError(_("the tokenizer's pre-tokenizer regex took more than {seconds} "
-                                 "s on a text of {n} characters, so it was stopped: the regex "
-                                 "is unsafe. Use the tokenizer.json the model was released "
-                                 "with.").format(seconds=f"{seconds:g}", n=len(text))) from None
-        return [*cut, text[at:]] if at < len(text) else cut
+        """text cut into the pieces BPE runs on (GPT-2's regex, or the tokenizer's own)."""
+        return PIECES.findall(text) if self.pieces is PIECES else \
+            isolated(text, self.pieces, self.timeout)
 
     def prompt_ids(self, text: str) -> list[int]:
         """The ids the model is fed for a prompt: the begin token if the tokenizer adds one, then

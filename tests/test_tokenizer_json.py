@@ -174,7 +174,8 @@ def test_a_tokenizer_picogpt_cannot_run_is_refused_in_one_line_naming_it(gpt2_fo
             "pre_tokenizer": pre_tokenizers.BertPreTokenizer()}
     cases = {
         "a Unigram model": (models.Unigram([("[UNK]", 0.0), ("a", -1.0)], 0, False), {}),
-        "a WordLevel model": (models.WordLevel({"[UNK]": 0, "a": 1}, "[UNK]"), {}),
+        "a decoder of type None, with a WordLevel model": (
+            models.WordLevel({"[UNK]": 0, "a": 1}, "[UNK]"), {}),
         "a normalizer of type Sequence [NFD, Lowercase, StripAccents]": (
             models.WordPiece(vocab, unk_token="[UNK]"), {**bert, "normalizer": normalizers.Sequence(
                 [normalizers.NFD(), normalizers.Lowercase(), normalizers.StripAccents()])}),
@@ -325,3 +326,34 @@ def test_a_downloaded_regex_that_backtracks_without_end_is_stopped_in_one_line(
     with pytest.raises(PicoGPTError) as caught:
         encoder.encode("a" * 40 + "!")
     assert "\n" not in str(caught.value) and "regex took more than" in str(caught.value)
+
+
+def test_a_character_wordlevel_tokenizer_gives_the_tokenizers_librarys_ids(tmp_path):
+    """The tokenizer.json `python -m picogpt.train --model llama` writes (each character a
+    word of a WordLevel model, its start token put before a text by the post-processor, Fuse
+    decoding), against transformers reading the same folder."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    chars = [*dict.fromkeys("床前明月光，疑是地上霜。\n 举头望低思故乡abc")]
+    tokens = [*chars, "<|unknown|>", "<|start|>"]
+    tokenizer = Tokenizer(models.WordLevel({t: i for i, t in enumerate(tokens)}, "<|unknown|>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), "isolated")
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="<|start|> $A", special_tokens=[("<|start|>", len(tokens) - 1)])
+    tokenizer.decoder = decoders.Fuse()
+    tokenizer.add_special_tokens(["<|unknown|>", "<|start|>"])
+    reference = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<|start|>",
+                                        eos_token="<|start|>", unk_token="<|unknown|>")
+    reference.save_pretrained(tmp_path)
+    ours = read_vocab(tmp_path, FIX)
+    assert (ours.begin, ours.start, ours.end, ours.unknown, ours.n_vocab) == (
+        len(tokens) - 1, len(tokens) - 1, len(tokens) - 1, len(tokens) - 2, len(tokens))
+    for text in ["床前明月光，\n疑是地上霜。", "  举头 望明月\n\n", "低头思故乡😀xyz",
+                 "a<|start|>b<|unknown|>", ""]:
+        ids = ours.encode(text)
+        assert ids == reference.encode(text, add_special_tokens=False), text
+        assert ours.prompt_ids(text) == reference.encode(text), text
+        assert ours.decode(ids) == reference.decode(ids), text
+    assert ours.outside("明月xy") == ["x", "y"]
+    assert ours.decode(ours.encode("床前 明月\n")) == "床前 明月\n"

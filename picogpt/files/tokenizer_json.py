@@ -25,6 +25,7 @@ import regex
 
 from ..encoder import N_MERGES, N_VOCAB, SPECIAL, bytes_to_unicode
 from ..errors import PicoGPTError, _
+from ..wordlevel import WordLevel
 from ..wordpiece import WordPiece
 from .store import read_json
 from .vocab_files import TOKENIZER_JSON, WORDPIECE_FILES, bpe_encoder, folder_settings
@@ -34,6 +35,8 @@ BPE_PARTS = {"normalizer": (None, "NFC"), "pre_tokenizer": ("ByteLevel", SPLIT),
              "decoder": ("ByteLevel",),
              "post_processor": (None, "ByteLevel", "TemplateProcessing",
                                 "Sequence [ByteLevel, TemplateProcessing]")}
+WORDLEVEL_PARTS = {"normalizer": (None,), "pre_tokenizer": (None, "Split"), "decoder": ("Fuse",),
+                   "post_processor": (None, "TemplateProcessing")}
 WORDPIECE_PARTS = {"normalizer": ("BertNormalizer",), "pre_tokenizer": ("BertPreTokenizer",),
                    "decoder": ("WordPiece", None)}
 CONTINUES, MAX_WORD = "##", 100  # what wordpiece.py's WordPiece runs, as BERT's
@@ -62,6 +65,8 @@ def read_described(folder: Path, fix: str, gpt2: bool):
     if gpt2:
         raise PicoGPTError(_("{path} holds a WordPiece vocabulary, not GPT-2's encoder.json and "
                              "vocab.bpe; {fix}.").format(path=path, fix=fix))
+    if described["kind"] == "wordlevel":
+        return wordlevel_described(folder, described, config, fix)
     return wordpiece_described(folder, described, config, fix)
 
 
@@ -87,28 +92,58 @@ def bpe_described(folder: Path, described: dict, config: dict, gpt2: bool, fix: 
                        normal=described["normal"])
 
 
-def later_bpe(folder: Path, described: dict, config: dict, fix: str):
-    """An Encoder of a byte-level BPE after GPT-2's: its vocab with its added tokens (which may
-    lie past it, as Qwen's do), its regex, its begin token, and tokenizer_config.json's
-    eos_token as the token that ends a text (else <|endoftext|>, if it has one)."""
-    path, table = folder / TOKENIZER_JSON, dict(described["vocab"])
+def wordlevel_described(folder: Path, described: dict, config: dict, fix: str) -> WordLevel:
+    """A WordLevel of tokenizer.json's vocab (with its added tokens), its Split regex, its begin
+    token and unk_token, and tokenizer_config.json's eos_token as the token that ends a text."""
+    path = folder / TOKENIZER_JSON
+    table, added = with_added(path, described, fix)
+    if sorted(table.values()) != list(range(len(table))):
+        raise PicoGPTError(_("{path}'s model.vocab's ids are not 0 .. {last}, each once; "
+                             "{fix}.").format(path=path, last=len(table) - 1, fix=fix))
+    unknown = described["unk"]
+    if unknown is not None and unknown not in table:
+        raise PicoGPTError(_("{path}'s model.unk_token {token} is not in its vocab; "
+                             "{fix}.").format(path=path, token=repr(unknown), fix=fix))
+    end = config.get("eos_token")
+    end = end.get("content") if isinstance(end, dict) else end
+    return WordLevel(table, unknown, pieces=compiled(path, described["pieces"], fix),
+                     added=tuple(added), begin=described["begin"],
+                     end=end if end in table else None, timeout=REGEX_SECONDS)
+
+
+def with_added(path: Path, described: dict, fix: str) -> tuple[dict, set]:
+    """The vocab with the added tokens (which may lie past it, as Qwen's do), and those."""
+    table = dict(described["vocab"])
     for text, i in described["added"]:
         if table.setdefault(text, i) != i:
             raise PicoGPTError(_("{path} adds the token {text} at id {id}, but its model.vocab "
                                  "has it at id {other}; {fix}.").format(
                                      path=path, text=repr(text), id=i, other=table[text],
                                      fix=fix))
-    added = {text for text, _i in described["added"]}
+    return table, {text for text, _i in described["added"]}
+
+
+def compiled(path: Path, pattern: str | None, fix: str):
+    """The pre-tokenizer's regex, compiled (None: none)."""
+    try:
+        return None if pattern is None else regex.compile(pattern)
+    except (regex.error, OverflowError, RecursionError) as e:
+        raise PicoGPTError(_("{path}'s pre-tokenizer regex does not compile ({reason}); "
+                             "{fix}.").format(path=path, reason=e, fix=fix)) from None
+
+
+def later_bpe(folder: Path, described: dict, config: dict, fix: str):
+    """An Encoder of a byte-level BPE after GPT-2's: its vocab with its added tokens (which may
+    lie past it, as Qwen's do), its regex, its begin token, and tokenizer_config.json's
+    eos_token as the token that ends a text (else <|endoftext|>, if it has one)."""
+    path = folder / TOKENIZER_JSON
+    table, added = with_added(path, described, fix)
     alphabet = set(bytes_to_unicode().values())
     odd = set("".join(token for token in described["vocab"] if token not in added)) - alphabet
     if odd:  # a byte-level BPE spells every token in the 256 byte characters
         raise refused(path, _("a BPE whose tokens are not spelled in bytes (it holds {char}); "
                               "a SentencePiece tokenizer, perhaps").format(char=repr(min(odd))))
-    try:
-        pieces = regex.compile(described["pieces"])
-    except (regex.error, OverflowError, RecursionError) as e:
-        raise PicoGPTError(_("{path}'s pre-tokenizer regex does not compile ({reason}); "
-                             "{fix}.").format(path=path, reason=e, fix=fix)) from None
+    pieces = compiled(path, described["pieces"], fix)
     end = config.get("eos_token")
     end = end.get("content") if isinstance(end, dict) else end
     end = end if end in table else SPECIAL if SPECIAL in table else None
@@ -171,9 +206,10 @@ def read_tokenizer_json(path: Path, fix: str) -> dict:
         raise PicoGPTError(_("{path} is not a tokenizers file (a JSON object with a \"model\"); "
                              "{fix}.").format(path=path, fix=fix))
     model, kind = data["model"], data["model"].get("type")
-    if kind not in ("BPE", "WordPiece"):
+    if kind not in ("BPE", "WordPiece", "WordLevel"):
         raise refused(path, _("a {kind} model").format(kind=kind))
-    for part, kinds in (BPE_PARTS if kind == "BPE" else WORDPIECE_PARTS).items():
+    parts = {"BPE": BPE_PARTS, "WordLevel": WORDLEVEL_PARTS, "WordPiece": WORDPIECE_PARTS}
+    for part, kinds in parts[kind].items():
         if named(data.get(part)) not in kinds:
             raise refused(path, _("a {part} of type {kind}, with a {model} model").format(
                 part=part, kind=named(data.get(part)), model=kind))
@@ -182,6 +218,13 @@ def read_tokenizer_json(path: Path, fix: str) -> dict:
         raise PicoGPTError(_("{path}'s model has no vocab of token -> id; {fix}.").format(
             path=path, fix=fix))
     added = added_tokens(path, data.get("added_tokens"), fix)
+    if kind == "WordLevel":
+        plain(path, data.get("added_tokens") or [])
+        unknown = model.get("unk_token")
+        return {"kind": "wordlevel", "vocab": vocab, "added": added,
+                "pieces": split_regex(path, data.get("pre_tokenizer") or {}),
+                "begin": begin_token(path, data),
+                "unk": unknown if isinstance(unknown, str) else None}
     if kind == "BPE":
         pieces, begin = split_regex(path, data["pre_tokenizer"]), begin_token(path, data)
         if pieces is None and begin is not None:
@@ -267,9 +310,9 @@ def split_regex(path: Path, pre: dict) -> str | None:
     """The regex of a later byte-level BPE's Split pre-tokenizer (None for GPT-2's ByteLevel,
     which runs its own), after checking it is run as picogpt runs it: each match and each text
     between two matches a piece of its own ("Isolated"), not inverted."""
-    if pre.get("type") != "Sequence":
+    if pre.get("type") not in ("Sequence", "Split"):
         return None
-    split = pre["pretokenizers"][0]
+    split = pre["pretokenizers"][0] if pre.get("type") == "Sequence" else pre
     pattern = split.get("pattern")
     pattern = (pattern.get("Regex") if "Regex" in pattern else regex.escape(pattern.get("String"))
                if isinstance(pattern.get("String"), str) else None) \
