@@ -185,8 +185,15 @@ def test_a_tokenizer_picogpt_cannot_run_is_refused_in_one_line_naming_it(gpt2_fo
         "a WordPiece with model.max_input_chars_per_word = 50": (
             models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=50), bert),
         "a pre_tokenizer of type Metaspace": (
-            models.BPE({"a": 0}, [], byte_fallback=True), {
+            models.BPE({"a": 0}, []), {
                 "pre_tokenizer": pre_tokenizers.Metaspace(), "decoder": decoders.Metaspace()}),
+        # Llama-2's and TinyLlama's: SentencePiece's BPE, its spaces as ▁, bytes as <0x41>
+        "a SentencePiece BPE with byte fallback (as Llama-2's and TinyLlama's)": (
+            models.BPE({"<unk>": 0, "<0x41>": 1, "▁": 2}, [], byte_fallback=True), {
+                "normalizer": normalizers.Sequence([normalizers.Prepend("▁"),
+                                                    normalizers.Replace(" ", "▁")]),
+                "decoder": decoders.Sequence([decoders.Replace("▁", " "),
+                                              decoders.ByteFallback(), decoders.Fuse()])}),
         "a byte-level BPE with pre_tokenizer.add_prefix_space = True": (
             models.BPE({"a": 0}, []), {
                 "pre_tokenizer": pre_tokenizers.ByteLevel(add_prefix_space=True),

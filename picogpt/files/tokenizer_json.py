@@ -206,6 +206,9 @@ def read_tokenizer_json(path: Path, fix: str) -> dict:
         raise PicoGPTError(_("{path} is not a tokenizers file (a JSON object with a \"model\"); "
                              "{fix}.").format(path=path, fix=fix))
     model, kind = data["model"], data["model"].get("type")
+    if kind == "BPE" and model.get("byte_fallback"):  # SentencePiece's BPE, converted
+        raise refused(path, _("a SentencePiece BPE with byte fallback (as Llama-2's and "
+                              "TinyLlama's)"))
     if kind not in ("BPE", "WordPiece", "WordLevel"):
         raise refused(path, _("a {kind} model").format(kind=kind))
     parts = {"BPE": BPE_PARTS, "WordLevel": WORDLEVEL_PARTS, "WordPiece": WORDPIECE_PARTS}
