@@ -320,14 +320,14 @@ def test_qwen_and_llama3_tokenizers_give_the_tokenizers_librarys_ids(kind, tmp_p
 def test_a_downloaded_regex_that_backtracks_without_end_is_stopped_in_one_line(
         tmp_path, monkeypatch):
     """A Split regex that takes exponential time on "aaa...a!" ends in one line, not a hang."""
-    import picogpt.files.tokenizer_json as tokenizer_json
+    import picogpt.files.later_tokenizers as later_tokenizers
     from scripts.fixtures.chat_tokenizers import qwen_tokenizer
 
     qwen_tokenizer(tmp_path)
     data = json.loads((tmp_path / "tokenizer.json").read_text())
     data["pre_tokenizer"]["pretokenizers"][0]["pattern"] = {"Regex": "(a|aa)+$|."}
     (tmp_path / "tokenizer.json").write_text(json.dumps(data))
-    monkeypatch.setattr(tokenizer_json, "REGEX_SECONDS", 0.05)
+    monkeypatch.setattr(later_tokenizers, "REGEX_SECONDS", 0.05)
     encoder = read_vocab(tmp_path, FIX)
     assert len(encoder.encode("aaaa")) >= 1  # a text it finishes is encoded
     with pytest.raises(PicoGPTError) as caught:

@@ -1,32 +1,35 @@
-"""A tokenizer.json, read as one of the two kinds of vocabulary picogpt runs.
+"""A tokenizer.json, read as one of the kinds of vocabulary picogpt runs.
 
 transformers 5 saves every tokenizer, GPT-2's and BERT's alike, as tokenizer.json (the tokenizers
-library's file: a model, a normalizer, a pre-tokenizer, a decoder and added tokens) and
-tokenizer_config.json. A byte-level BPE (model "BPE" with its vocab and merges, a ByteLevel
-decoder) becomes encoder.py's Encoder: GPT-2's (the ByteLevel pre-tokenizer with its own regex)
-or a later one's (Qwen's and LLaMA-3's: an NFC normalizer, a Split pre-tokenizer with the
-model's regex before a ByteLevel without one, added tokens found in the text, a begin token
-that the post-processor adds); a WordPiece (model
-"WordPiece" with its vocab, BertNormalizer, BertPreTokenizer) becomes wordpiece.py's WordPiece,
-with the normalizer's settings (lowercase -> do_lower_case, handle_chinese_chars ->
-tokenize_chinese_chars, strip_accents) and the model's unk_token. The file is JSON, so the
-tokenizers library is not needed.
+library's file: a model, a normalizer, a pre-tokenizer, a post-processor, a decoder and added
+tokens) and tokenizer_config.json. A byte-level BPE (model "BPE" with its vocab and merges, a
+ByteLevel decoder) becomes encoder.py's Encoder: GPT-2's (the ByteLevel pre-tokenizer with its
+own regex) here, a later one's (Qwen's, LLaMA-3's) in later_tokenizers.py, as is a WordLevel
+(wordlevel.py's). A WordPiece (model "WordPiece" with its vocab, BertNormalizer,
+BertPreTokenizer) becomes wordpiece.py's WordPiece, with the normalizer's settings (lowercase ->
+do_lower_case, handle_chinese_chars -> tokenize_chinese_chars, strip_accents) and the model's
+unk_token. The file is JSON, so the tokenizers library is not needed.
 
-Anything those two classes would run differently (a Unigram or WordLevel model, a normalizer or
-pre-tokenizer they lack, a setting they do not have, a token added by a fine-tune) is refused
-in one line that names it, and so is a tokenizer_config.json that states a setting otherwise.
-The vocabulary is built with vocab_files.py's checks; vocab_files.py compares it with the older
-files of the folder. Nothing is written.
+Anything those classes would run differently (a Unigram model, SentencePiece's byte fallback, a
+normalizer or pre-tokenizer they lack, a setting they do not have, a token added to GPT-2's by a
+fine-tune) is refused in one line that names it, and so is a tokenizer_config.json that states
+a setting otherwise. The vocabulary is built with vocab_files.py's checks; vocab_files.py
+compares it with the older files of the folder. Nothing is written.
 """
 
 from pathlib import Path
 
-import regex
-
-from ..encoder import N_MERGES, N_VOCAB, SPECIAL, bytes_to_unicode
+from ..encoder import N_MERGES, N_VOCAB, SPECIAL
 from ..errors import PicoGPTError, _
-from ..wordlevel import WordLevel
 from ..wordpiece import WordPiece
+from .later_tokenizers import (
+    begin_token,
+    later_bpe,
+    plain,
+    refused,
+    split_regex,
+    wordlevel_described,
+)
 from .store import read_json
 from .vocab_files import TOKENIZER_JSON, WORDPIECE_FILES, bpe_encoder, folder_settings
 
@@ -45,9 +48,6 @@ CONTINUES, MAX_WORD = "##", 100  # what wordpiece.py's WordPiece runs, as BERT's
 BERT_CLASSES = ("BertTokenizer", "BertTokenizerFast")
 BERT_DEFAULTS = {"do_lower_case": True, "tokenize_chinese_chars": True, "strip_accents": None,
                  "unk_token": "[UNK]"}
-# Seconds a downloaded Split regex may take on a text of 100,000 characters (Qwen's takes about
-# 0.2 s): a pattern that backtracks without end is stopped, not waited for
-REGEX_SECONDS = 2.0
 
 
 def read_described(folder: Path, fix: str, gpt2: bool):
@@ -90,68 +90,6 @@ def bpe_described(folder: Path, described: dict, config: dict, gpt2: bool, fix: 
                        (N_VOCAB, N_MERGES) if gpt2 else None,
                        (f"{path}'s model.vocab", f"{path}'s model.merges"), fix,
                        normal=described["normal"])
-
-
-def wordlevel_described(folder: Path, described: dict, config: dict, fix: str) -> WordLevel:
-    """A WordLevel of tokenizer.json's vocab (with its added tokens), its Split regex, its begin
-    token and unk_token, and tokenizer_config.json's eos_token as the token that ends a text."""
-    path = folder / TOKENIZER_JSON
-    table, added = with_added(path, described, fix)
-    if sorted(table.values()) != list(range(len(table))):
-        raise PicoGPTError(_("{path}'s model.vocab's ids are not 0 .. {last}, each once; "
-                             "{fix}.").format(path=path, last=len(table) - 1, fix=fix))
-    unknown = described["unk"]
-    if unknown is not None and unknown not in table:
-        raise PicoGPTError(_("{path}'s model.unk_token {token} is not in its vocab; "
-                             "{fix}.").format(path=path, token=repr(unknown), fix=fix))
-    end = config.get("eos_token")
-    end = end.get("content") if isinstance(end, dict) else end
-    return WordLevel(table, unknown, pieces=compiled(path, described["pieces"], fix),
-                     added=tuple(added), begin=described["begin"],
-                     end=end if end in table else None, timeout=REGEX_SECONDS)
-
-
-def with_added(path: Path, described: dict, fix: str) -> tuple[dict, set]:
-    """The vocab with the added tokens (which may lie past it, as Qwen's do), and those."""
-    table = dict(described["vocab"])
-    for text, i in described["added"]:
-        if table.setdefault(text, i) != i:
-            raise PicoGPTError(_("{path} adds the token {text} at id {id}, but its model.vocab "
-                                 "has it at id {other}; {fix}.").format(
-                                     path=path, text=repr(text), id=i, other=table[text],
-                                     fix=fix))
-    return table, {text for text, _i in described["added"]}
-
-
-def compiled(path: Path, pattern: str | None, fix: str):
-    """The pre-tokenizer's regex, compiled (None: none)."""
-    try:
-        return None if pattern is None else regex.compile(pattern)
-    except (regex.error, OverflowError, RecursionError) as e:
-        raise PicoGPTError(_("{path}'s pre-tokenizer regex does not compile ({reason}); "
-                             "{fix}.").format(path=path, reason=e, fix=fix)) from None
-
-
-def later_bpe(folder: Path, described: dict, config: dict, fix: str):
-    """An Encoder of a byte-level BPE after GPT-2's: its vocab with its added tokens (which may
-    lie past it, as Qwen's do), its regex, its begin token, and tokenizer_config.json's
-    eos_token as the token that ends a text (else <|endoftext|>, if it has one)."""
-    path = folder / TOKENIZER_JSON
-    table, added = with_added(path, described, fix)
-    alphabet = set(bytes_to_unicode().values())
-    odd = set("".join(token for token in described["vocab"] if token not in added)) - alphabet
-    if odd:  # a byte-level BPE spells every token in the 256 byte characters
-        raise refused(path, _("a BPE whose tokens are not spelled in bytes (it holds {char}); "
-                              "a SentencePiece tokenizer, perhaps").format(char=repr(min(odd))))
-    pieces = compiled(path, described["pieces"], fix)
-    end = config.get("eos_token")
-    end = end.get("content") if isinstance(end, dict) else end
-    end = end if end in table else SPECIAL if SPECIAL in table else None
-    return bpe_encoder(table, described["merges"], None,
-                       (f"{path}'s model.vocab", f"{path}'s model.merges"), fix,
-                       pieces=pieces, normal=described["normal"], added=tuple(added),
-                       begin=described["begin"], start=described["begin"], end=end,
-                       whole=described["whole"], timeout=REGEX_SECONDS)
 
 
 def wordpiece_described(folder: Path, described: dict, config: dict, fix: str):
@@ -270,14 +208,6 @@ def named(part) -> str | None:
     return str(part.get("type"))
 
 
-def refused(path: Path, what: str) -> PicoGPTError:
-    """The one line that refuses a tokenizer picogpt would run differently than its file says."""
-    return PicoGPTError(_("{path} describes {what}, which picogpt cannot run: it runs byte-level "
-                          "BPE tokenizers as GPT-2's, Qwen's and LLaMA-3's, WordPiece "
-                          "tokenizers as BERT's, and WordLevel tokenizers as picogpt.train "
-                          "writes, with their own settings only.").format(path=path, what=what))
-
-
 def bpe_merges(path: Path, data: dict, fix: str) -> list[tuple[str, str]]:
     """The merge list of a byte-level BPE, after checking the settings picogpt's Encoder runs:
     GPT-2's pre-tokenizer regex, no space added before a text, no dropout, no subword marks."""
@@ -307,62 +237,6 @@ def bpe_merges(path: Path, data: dict, fix: str) -> list[tuple[str, str]]:
                                  "{fix}.").format(path=path, fix=fix))
         merges.append(tuple(pair))
     return merges
-
-
-def split_regex(path: Path, pre: dict) -> str | None:
-    """The regex of a later byte-level BPE's Split pre-tokenizer (None for GPT-2's ByteLevel,
-    which runs its own), after checking it is run as picogpt runs it: each match and each text
-    between two matches a piece of its own ("Isolated"), not inverted."""
-    if pre.get("type") not in ("Sequence", "Split"):
-        return None
-    split = pre["pretokenizers"][0] if pre.get("type") == "Sequence" else pre
-    pattern = split.get("pattern")
-    pattern = (pattern.get("Regex") if "Regex" in pattern else regex.escape(pattern.get("String"))
-               if isinstance(pattern.get("String"), str) else None) \
-        if isinstance(pattern, dict) else None
-    for name, value, runs in (("pre_tokenizer Split's behavior", split.get("behavior"),
-                               ("Isolated",)),
-                              ("pre_tokenizer Split's invert", split.get("invert", False),
-                               (False,))):
-        if value not in runs:
-            raise refused(path, _("a byte-level BPE with {name} = {value}").format(
-                name=name, value=repr(value)))
-    if not isinstance(pattern, str):
-        raise refused(path, _("a Split pre-tokenizer without a regex or string pattern"))
-    return pattern
-
-
-def begin_token(path: Path, data: dict) -> str | None:
-    """The token the post-processor puts before a text (LLaMA-3's <|begin_of_text|>), or None;
-    a TemplateProcessing that adds anything else is refused."""
-    post = data.get("post_processor")
-    steps = post.get("processors") if isinstance(post, dict) and post.get("type") == "Sequence" \
-        else [post]
-    template = next((step for step in steps or [] if isinstance(step, dict)
-                     and step.get("type") == "TemplateProcessing"), None)
-    if template is None:
-        return None
-    single, specials = template.get("single"), template.get("special_tokens")
-    names = [item.get("SpecialToken", {}).get("id") if isinstance(item, dict) else None
-             for item in single] if isinstance(single, list) else [None]
-    given = [item.get("Sequence", {}).get("id") for item in single[1:]
-             if isinstance(item, dict)] if names and single else []
-    if not (len(names) in (1, 2) and names[-1] is None and given == ["A"] * (len(names) - 1)
-            and (len(names) == 1 or isinstance(specials, dict) and isinstance(
-                specials.get(names[0]), dict) and len(specials[names[0]].get("ids", [])) == 1)):
-        raise refused(path, _("a post_processor that adds tokens other than one before the "
-                              "text"))
-    return names[0] if len(names) == 2 else None
-
-
-def plain(path: Path, added: list) -> None:
-    """Each added token must be found as itself wherever the text holds it: none that also
-    eats the spaces beside it or must stand as a word of its own."""
-    for token in added:
-        flags = [name for name in ("lstrip", "rstrip", "single_word") if token.get(name)]
-        if flags:
-            raise refused(path, _("an added token {text} with {flag} set").format(
-                text=repr(token["content"]), flag=flags[0]))
 
 
 def described_settings(path: Path, data: dict) -> dict:
