@@ -14,9 +14,9 @@ import pytest
 from test_openai import PICOGPT, picogpt
 
 from picogpt import PicoGPTError, kvcache
-from picogpt.chat import Conversation, chat_ids, render
-from picogpt.files.chat_files import read_chat
+from picogpt.files.chat_files import chat_ids, read_chat, render
 from picogpt.files.hf import load_hf
+from picogpt.kvcache import Conversation
 from picogpt.sampling import Sampling
 from scripts.fixtures.chat_tokenizers import llama3_tokenizer, qwen_tokenizer
 

@@ -1,9 +1,10 @@
 """`picogpt MESSAGE --hf FOLDER --chat`: one reply from a chat model, or, with no message, a
 conversation held on the terminal (each line a turn, Ctrl-D to end).
 
-The folder's template writes the conversation (chat.py renders it); the reply stops at the end
-tokens the folder names (files/chat_files.py). A reply that begins with a <think> block
-(Qwen3 with --thinking) shows the block on stderr, dimmed on a terminal, apart from the answer.
+The folder's template writes the conversation and the folder names the end tokens the reply
+stops at (files/chat_files.py reads and renders them); kvcache.py's Conversation keeps the
+cache between turns. A reply that begins with a <think> block (Qwen3 with --thinking) shows
+the block on stderr, dimmed on a terminal, apart from the answer.
 """
 
 import codecs
@@ -11,10 +12,9 @@ import sys
 from collections.abc import Iterable
 
 from .. import kvcache
-from ..chat import THINK, Conversation, chat_ids
 from ..encoder import added_bytes
 from ..errors import PicoGPTError, _
-from ..files.chat_files import read_chat, read_template
+from ..files.chat_files import THINK, chat_ids, read_chat, read_template
 from ..files.hf import find_folder
 from ..files.loaded_model import load_model
 from ..files.store import read_json
@@ -51,7 +51,7 @@ def chat_text(message: str, hf: str, system: str | None, thinking: bool, n_token
     read_template(folder, config if isinstance(config, dict) else {})  # refused before loading
     loaded = load_model(hf=hf)
     encoder, chat = loaded.encoder, read_chat(folder, loaded.n_vocab, loaded.encoder.end)
-    conversation = Conversation(loaded.params, head_argument(loaded.hparams), loaded.n_ctx,
+    conversation = kvcache.Conversation(loaded.params, head_argument(loaded.hparams), loaded.n_ctx,
                                 llama_kind(loaded.hparams) or kvcache)
     rng = sample_rngs(seed, 1)[0]
     messages = [{"role": "system", "content": system}] if system is not None else []

@@ -6,9 +6,9 @@ through `read_vocab`. It reads and checks, and writes nothing.
 
 from pathlib import Path
 
+from ..chars import WordLevel
 from ..encoder import Encoder
 from ..errors import PicoGPTError, _
-from ..wordlevel import WordLevel
 from ..wordpiece import WordPiece
 from .tokenizer_json import read_described
 from .vocab_files import BPE_FILES, TOKENIZER_JSON, WORDPIECE_FILES, read_files

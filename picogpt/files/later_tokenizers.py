@@ -10,9 +10,9 @@ from pathlib import Path
 
 import regex
 
+from ..chars import WordLevel
 from ..encoder import SPECIAL, bytes_to_unicode
 from ..errors import PicoGPTError, _
-from ..wordlevel import WordLevel
 from .vocab_files import TOKENIZER_JSON, bpe_encoder
 
 # Seconds a downloaded Split regex may take on a text of 100,000 characters (Qwen's takes about

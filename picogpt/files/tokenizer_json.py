@@ -5,7 +5,7 @@ library's file: a model, a normalizer, a pre-tokenizer, a post-processor, a deco
 tokens) and tokenizer_config.json. A byte-level BPE (model "BPE" with its vocab and merges, a
 ByteLevel decoder) becomes encoder.py's Encoder: GPT-2's (the ByteLevel pre-tokenizer with its
 own regex) here, a later one's (Qwen's, LLaMA-3's) in later_tokenizers.py, as is a WordLevel
-(wordlevel.py's). A WordPiece (model "WordPiece" with its vocab, BertNormalizer,
+(chars.py's WordLevel). A WordPiece (model "WordPiece" with its vocab, BertNormalizer,
 BertPreTokenizer) becomes wordpiece.py's WordPiece, with the normalizer's settings (lowercase ->
 do_lower_case, handle_chinese_chars -> tokenize_chinese_chars, strip_accents) and the model's
 unk_token. The file is JSON, so the tokenizers library is not needed.
