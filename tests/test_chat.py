@@ -301,3 +301,12 @@ def test_a_qwen_chat_turn_prints_transformers_greedy_reply(kind, tmp_path, monke
     answer = reply[reply.index(think[1]) + 1:] if think and think[1] in reply else reply
     assert run.stdout == tokenizer.decode([t for t in answer if t not in think]).lstrip("\n") \
         + "\n"
+
+
+def test_a_conversation_past_the_context_is_one_line(chat_folder):
+    encoder, hparams, params = load_hf(str(chat_folder))
+    talking = Conversation(params, hparams["n_head"], 40)
+    with pytest.raises(PicoGPTError, match="the conversation is 30 tokens; with n_tokens=20 it "
+                                           "passes the model's limit of 40 tokens"):
+        list(talking.reply(list(range(30)), 20, Sampling(), np.random.default_rng(0), set()))
+    assert talking.ids == []  # nothing was run
