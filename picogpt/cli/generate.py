@@ -19,6 +19,7 @@ from ..llama import head_argument
 from ..sampling import Sampling
 from ..web.couplet import couplet_data, write_couplet_page
 from ..web.page import check_path, page_data, write_page
+from .chat import chat_text, check_chat
 from .command import ending, read_prompt, reuse_freed_memory, run_command, switch
 from .couplet import answer_text, first_of, refuse_gpt_only
 from .explore import explore_model
@@ -55,7 +56,8 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
                   explain: str | None = None, prompt_file: str | None = None,
                   acrostic: str | None = None, line: int | None = None, rhyme: bool = False,
                   model_size: str = "124M", models_dir: str = "models",
-                  base_url: str | None = None, hf: str | None = None) -> None:
+                  base_url: str | None = None, hf: str | None = None, chat: bool = False,
+                  system: str | None = None, thinking: bool = False) -> None:
     """Print GPT-2's continuation of a prompt as it is generated.
 
     Each next token is the most likely one (greedy) unless --top_k or --top_p is set; then it is
@@ -96,6 +98,12 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
         rhyme: Each line that ends in 。 (the 下句: the 2nd, 4th ...) ends on a character that
             rhymes with the first such line's last (the 十三辙 of pypinyin's finals); the
             lines that end in ， are free. The whole text is the poem, the prompt included.
+        chat: Talk with a chat model (--hf): the prompt is your message, written into the
+            model's own chat template, and the reply ends at the model's end token. With no
+            prompt, a conversation on the terminal, a line per turn (Ctrl-D ends it).
+        system: With --chat, the system turn (who the model is, how it answers).
+        thinking: With --chat, let a model whose template takes enable_thinking (Qwen3)
+            think before answering; its <think> block is shown apart, on stderr.
     """
     sampling = Sampling(top_k, top_p, temperature, repetition_penalty)
     check_settings(n_tokens, sampling, seed, stop)  # before loading; generate checks top_k
@@ -106,6 +114,13 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
     if explain is not None:
         check_path(explain)
         refuse_llama_views(hf, None, "explain")
+    check_chat(chat, hf, system, thinking, {
+        "n_samples": n_samples > 1, "candidates": candidates, "explain": explain,
+        "acrostic": acrostic, "line": line, "rhyme": rhyme, "stop": stop,
+        "ignore_end": ignore_end})
+    if chat:
+        return chat_text(read_prompt(prompt, prompt_file), hf, system, thinking, n_tokens,
+                         sampling, seed)
     couplet = kind_first(model_size, models_dir, hf).seq2seq  # an encoder-decoder: no GPT-2 flags
     if couplet:
         refuse_gpt_only({"acrostic": acrostic, "line": line, "rhyme": rhyme, "stop": stop,

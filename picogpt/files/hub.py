@@ -27,9 +27,10 @@ WEIGHTS, CONFIG = "model.safetensors", "config.json"
 INDEX = "model.safetensors.index.json"  # the LLaMA kind's weights in shards, which it lists
 # what a model of the LLaMA kind reads besides its weights: every tokenizer file the repo has
 # (tokenizer.json holds what vocab.json lacks: added tokens, the normalizer, the regex), and the
-# end tokens and chat template of generation_config.json and tokenizer_config.json
+# end tokens and chat template of generation_config.json and tokenizer_config.json (or
+# chat_template.jinja, where transformers 5 saves the template)
 LLAMA_FILES = ("vocab.json", "merges.txt", "tokenizer.json", "tokenizer_config.json",
-               "special_tokens_map.json", "generation_config.json")
+               "special_tokens_map.json", "generation_config.json", "chat_template.jinja")
 VOCABULARIES = (("vocab.json", "merges.txt"),  # byte-level BPE: GPT-2's
                 ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json"))  # WordPiece
 WHOLE = (("vocab.json", "merges.txt"), ("vocab.txt",), ("tokenizer.json",))  # read_vocab's
