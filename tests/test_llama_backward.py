@@ -5,7 +5,7 @@ import pytest
 
 from picogpt.files.llama_hf import nest_llama
 from picogpt.files.params import flatten
-from picogpt.llama import backward
+from picogpt.llama import backward, fasttrain
 from scripts.fixtures.llama import random_llama, state_arrays
 
 # Every option once: shared key/value heads in all three (4 query heads over 2), an untied head
@@ -131,3 +131,24 @@ def test_attention_backward_sums_a_shared_heads_gradients():
     for name, one, theirs_one in zip("qkv", ours, theirs):
         assert one.shape == theirs_one.shape, name
         np.testing.assert_allclose(one, theirs_one, rtol=0, atol=1e-12, err_msg=name)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_fast_step_equals_the_readable_one(kind):
+    """llama/fasttrain.py against llama/backward.py in float64, every option (shared heads,
+    biases, q/k norms, tied and untied heads): the same sums in other orders, 1e-10 apart."""
+    model = hf_model(kind)
+    params = params_of(model)
+    inputs, targets = batch(model.config.vocab_size)
+    kept = {name: array.copy() for name, array in flatten(params).items()}
+    loss, grads = fasttrain.loss_and_grads(inputs, targets, params, **hparams_of(model))
+    their_loss, theirs = backward.loss_and_grads(inputs, targets, params, **hparams_of(model))
+    assert isinstance(loss, float) and abs(loss - their_loss) < 1e-10 * their_loss
+    ours, theirs = flatten(grads), flatten(theirs)
+    assert ours.keys() == theirs.keys()
+    for name, ours_one in ours.items():
+        assert ours_one.shape == theirs[name].shape, name
+        np.testing.assert_allclose(ours_one, theirs[name], rtol=0,
+                                   atol=1e-10 * np.abs(theirs[name]).max(), err_msg=name)
+    for name, array in flatten(params).items():  # the params are left as they were
+        np.testing.assert_array_equal(array, kept[name], err_msg=name)
