@@ -2,16 +2,18 @@
 Qwen2ForCausalLM and Qwen3ForCausalLM on the same lively random weights."""
 
 import doctest
+import re
 
 import numpy as np
 import pytest
 import torch
 
+from picogpt import PicoGPTError, load_hf
 from picogpt.files.llama_hf import nest_llama
 from picogpt.llama import model as llama_model
 from picogpt.llama.model import HPARAMS, grouped_attention, llama, rms_norm, rope, rope_angles
 from picogpt.model import softmax
-from scripts.fixtures.llama import random_llama, state_arrays
+from scripts.fixtures.llama import random_llama, save_llama, state_arrays
 
 # (kind, tied): each kind with its head tied and untied
 KINDS = [("llama", False), ("llama", True), ("qwen2", True), ("qwen2", False), ("qwen3", True),
@@ -91,3 +93,104 @@ def test_grouped_attention_against_a_loop():
         for i in range(5):
             weights = softmax(k[kv, : i + 1] @ q[head, i] / 2.0)
             np.testing.assert_allclose(out[head, i], weights @ v[kv, : i + 1], atol=1e-6)
+
+
+@pytest.fixture
+def cache_home(tmp_path, monkeypatch):
+    """The user's cache directory, where converted stores go: a fresh one per test."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def logits_of(model, ids) -> np.ndarray:
+    with torch.no_grad():
+        return model(torch.from_numpy(np.asarray(ids))[None]).logits[0].numpy()
+
+
+@pytest.mark.parametrize("kind,tied,dtype,shard", [
+    ("llama", False, "float32", False), ("qwen2", True, "bfloat16", False),
+    ("qwen3", False, "float16", True), ("qwen3", True, "bfloat16", True)])
+def test_load_hf_folder_gives_transformers_logits(kind, tied, dtype, shard, tmp_path,
+                                                  cache_home):
+    folder = tmp_path / "model"
+    reference = save_llama(random_llama(kind, tied, seed=5), folder, dtype, shard)
+    assert (folder / "model.safetensors.index.json").is_file() == shard
+    encoder, hparams, params = load_hf(str(folder))
+    assert hparams["model"] == "llama" and hparams["tied"] == tied
+    assert hparams["qkv_bias"] == (kind == "qwen2") and hparams["qk_norm"] == (kind == "qwen3")
+    n_vocab = encoder.n_vocab  # 257: the rows past the tokenizer's are cut
+    assert params["embed_tokens"]["weight"].shape == (n_vocab, 64) and hparams["n_vocab"] == 257
+    ids = np.random.default_rng(6).integers(0, n_vocab, 60)
+    ours = llama(ids, **params, **{name: hparams[name] for name in HPARAMS})
+    theirs = logits_of(reference, ids)[:, :n_vocab]
+    assert ours.shape == theirs.shape == (60, n_vocab)
+    assert np.abs(ours - theirs).max() < 1e-4
+    assert not any(p.name != "model" for p in folder.parent.iterdir() if p != cache_home)
+    assert len(list(cache_home.glob("picogpt/converted/*/params/*.npy"))) == len(
+        [n for n in state_arrays(reference) if "rotary" not in n])
+
+
+@pytest.fixture(scope="module")
+def saved_qwen2(tmp_path_factory):
+    """A tied Qwen2 folder in bfloat16, written once for the tests that only read it."""
+    folder = tmp_path_factory.mktemp("qwen2") / "model"
+    return folder, save_llama(random_llama("qwen2", True, seed=8), folder, "bfloat16")
+
+
+def test_a_warm_start_maps_the_store_without_converting(saved_qwen2, cache_home, capsys):
+    folder, _ = saved_qwen2
+    load_hf(str(folder))
+    assert "converting" in capsys.readouterr().err
+    _, _, params = load_hf(str(folder))
+    assert "converting" not in capsys.readouterr().err
+    assert isinstance(params["blocks"][1]["mlp"]["up_proj"]["weight"].base, np.memmap)
+
+
+def test_changed_weights_are_converted_again(tmp_path, cache_home):
+    folder = tmp_path / "model"
+    save_llama(random_llama("qwen3", True, seed=1), folder)
+    load_hf(str(folder))
+    reference = save_llama(random_llama("qwen3", True, seed=2), folder)  # the same shapes
+    _, hparams, params = load_hf(str(folder))
+    ids = [1, 2, 3]
+    np.testing.assert_allclose(llama(ids, **params, **{n: hparams[n] for n in HPARAMS}),
+                               logits_of(reference, ids)[:, :257], atol=1e-4)
+
+
+def edited_config(folder, **changes) -> None:
+    import json
+
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, **changes}))
+
+
+@pytest.mark.parametrize("changes,said", [
+    ({"model_type": "mistral"}, "describes a 'mistral' model"),
+    ({"hidden_size": 96}, "disagree: embed_tokens.weight should be (320, 96) but is (320, 64)"),
+    ({"tie_word_embeddings": False}, "lm_head.weight should be (320, 64) but is no such tensor"),
+    ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, "sets rope_type='yarn'"),
+    ({"hidden_act": "gelu"}, "sets hidden_act='gelu'")])
+def test_a_config_picogpt_does_not_compute_is_refused(saved_qwen2, tmp_path, cache_home,
+                                                      changes, said):
+    import shutil
+
+    folder = tmp_path / "model"
+    shutil.copytree(saved_qwen2[0], folder)
+    edited_config(folder, **changes)
+    with pytest.raises(PicoGPTError, match=re.escape(said)):
+        load_hf(str(folder))
+    assert not cache_home.exists()  # refused before any conversion
+
+
+@pytest.mark.parametrize("shard", ["../outside.safetensors", "/etc/passwd", "sub/x.safetensors"])
+def test_an_index_naming_a_file_outside_the_folder_is_refused(tmp_path, cache_home, shard):
+    import json
+
+    folder = tmp_path / "model"
+    save_llama(random_llama("llama", False, seed=1), folder, shard=True)
+    index = json.loads((folder / "model.safetensors.index.json").read_text())
+    first = next(iter(index["weight_map"]))
+    index["weight_map"][first] = shard
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(PicoGPTError, match="not a file inside the folder"):
+        load_hf(str(folder))

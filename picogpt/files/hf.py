@@ -22,7 +22,9 @@ from ..encoder import Encoder
 from ..errors import PicoGPTError, _, reason
 from .folder_vocab import read_vocab
 from .hub import hub_cache, hub_folder, is_model_id  # noqa: F401 (hub_cache: hf's too)
+from .llama_hf import llama_kind, load_llama
 from .params import check_finite, check_hparams, check_shapes, finite, fit_vocabulary, nest
+from .store import read_json
 
 WEIGHTS, CONFIG = "model.safetensors", "config.json"
 # settings of GPT2Config that would change the math if they were not GPT-2's own
@@ -37,6 +39,9 @@ LFS_POINTER = b"version https://git-lfs"  # how a Git LFS pointer file begins
 def load_hf(path: str) -> tuple[Encoder, dict[str, int], dict]:
     """A Hugging Face GPT-2 folder, or a model id of the hub: (encoder, hparams, params)."""
     folder = find_folder(path)
+    config = read_json(folder / CONFIG)
+    if llama_kind(config):  # the table of model kinds will choose the loader (issue 58)
+        return load_llama(folder, config)
     hparams = read_config(folder)
     encoder = read_vocab(folder, _("save the model's tokenizer beside the weights with "
                                    "tokenizer.save_pretrained"))
@@ -91,8 +96,9 @@ def read_config(folder: Path) -> dict[str, int]:
     if not isinstance(config, dict) or config.get("model_type") != "gpt2":
         kind = config.get("model_type") if isinstance(config, dict) else None
         raise PicoGPTError(_("{file} describes a {kind} model; picogpt runs GPT-2's "
-                             "architecture only (model_type \"gpt2\", as in gpt2 or "
-                             "distilgpt2).").format(file=folder / CONFIG, kind=repr(kind)))
+                             "architecture (model_type \"gpt2\", as in gpt2 or "
+                             "distilgpt2) and the LLaMA kind's (llama, qwen2, qwen3)."
+                             ).format(file=folder / CONFIG, kind=repr(kind)))
     for key, value in SAME_MATH.items():
         if config.get(key, value) != value:
             raise PicoGPTError(_("{file} sets {key}={value}; picogpt computes GPT-2 with "
