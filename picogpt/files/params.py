@@ -15,6 +15,8 @@ from ..errors import PicoGPTError, _
 HPARAMS = ("n_vocab", "n_ctx", "n_embd", "n_head", "n_layer")  # what hparams.json holds
 # ... and, for the 2017 encoder-decoder a couplet model is (tasks/couplet.py), these besides
 SEQ2SEQ = ("model", "n_dec_layer", "norm_first")
+# ... and for the LLaMA block (picogpt/llama/), these besides
+LLAMA = ("n_kv_head", "d_head", "n_ffn", "rope_theta", "norm_eps", "tied", "qkv_bias", "qk_norm")
 BLOCK = re.compile(r"h\d+")  # a block's part of a flat name
 
 

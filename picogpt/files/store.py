@@ -35,7 +35,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ..errors import PicoGPTError, _, reason
-from .params import HPARAMS, SEQ2SEQ, finite, flatten
+from .params import HPARAMS, LLAMA, SEQ2SEQ, finite, flatten
 
 # Version of params/. 2 stores linear weights column-major: the same [n_in, n_out] shape and
 # values, but x @ w then runs OpenBLAS's faster dot-product kernel (docs/performance.md). 3
@@ -242,12 +242,14 @@ def save_model(model_dir: Path, hparams: dict[str, int], params: dict, vocab_dir
         tmp.mkdir(parents=True)
         for name in ("encoder.json", "vocab.bpe") if vocab_dir is not None else ():
             shutil.copyfile(vocab_dir / name, tmp / name)
-        write_json_atomic(tmp / "hparams.json", {key: hparams[key] for key in (*HPARAMS, *SEQ2SEQ)
-                                                 if key in hparams})
+        write_json_atomic(tmp / "hparams.json", {key: hparams[key] for key in
+                                                 (*HPARAMS, *SEQ2SEQ, *LLAMA) if key in hparams})
         write_params(tmp, flatten(params).items(), source=None)
         for name, value in (extra or {}).items():
             if isinstance(value, str):  # a vocabulary's text file, such as vocab.txt
                 (tmp / name).write_text(value, encoding="utf-8")
+            elif isinstance(value, bytes):  # a Hugging Face model.safetensors
+                (tmp / name).write_bytes(value)
             else:
                 write_json_atomic(tmp / name, value)
         if model_dir.exists():  # made while this run worked: it is someone else's now
