@@ -107,7 +107,7 @@ def plan(run: Run, data: None) -> Plan:
                 files=vocab_files(o.n_vocab) | ({"config.json": hf_config(
                     model.hparams, o.n_vocab - 1)} if model.hf_weights else {}),
                 hf_weights=model.hf_weights,
-                probes=lambda params: measure_copies(params, model.trace, groups),
+                probes=lambda params: measure_copies(params, run.n_head, groups, model.trace),
                 prompt=" ".join(tokens + tokens[:2]))
 
 

@@ -10,6 +10,7 @@ curve records every few steps for the induction task and for a text run with --r
 
 import numpy as np
 
+from .. import inside
 from ..backward import cross_entropy
 from ..inside import first_token_score, induction_score, previous_token_score
 
@@ -37,11 +38,12 @@ def copy_probes(n_ctx: int, n_vocab: int, seed: int = 2026, per_length: int = 4)
     return groups
 
 
-def measure_copies(params: dict, trace, groups: list[dict]) -> dict:
+def measure_copies(params: dict, n_head: int, groups: list[dict], trace=None) -> dict:
     """On the probes: each group's mean first- and second-copy loss (nats), their means over
     every group, and each head's previous-token, induction and first-token score,
     [n_layer][n_head], averaged over every probe. trace(ids, params) is the model's forward
-    with its attention patterns (inside.trace's names; a tasks.Block's trace)."""
+    with its attention patterns (a tasks.Block's); by default a GPT-2's, inside.trace."""
+    trace = trace or (lambda ids, params: inside.trace(ids, params, n_head))
     copies, scores = [], {"previous": [], "induction": [], "first_token": []}
     for group in groups:
         first, second = [], []

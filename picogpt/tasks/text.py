@@ -141,7 +141,8 @@ def plan(run: Run, data: Text) -> Plan:
         hparams=model.hparams, params=params, batches=windows, loss_and_grads=model.step,
         held_out=held_out, files=model.files(encoder, files), hf_weights=model.hf_weights,
         vocab_dir=vocab_dir, baselines=baselines,
-        probes=(lambda params: measure_copies(params, model.trace, groups)) if groups else None,
+        probes=(lambda params: measure_copies(params, run.n_head, groups, model.trace))
+        if groups else None,
         sample=lambda params, step: model.continuation(params, encoder, "",
                                                        min(32, run.n_ctx - 1), 40, run.seed + step),
         curve={"held_out_tokens": len(held_ids) - 1, "held_out_paragraphs": len(held)},
