@@ -20,8 +20,9 @@ import numpy as np
 from .encoder import model_tokens
 from .errors import PicoGPTError, _, whole_number
 from .fast import layer_norm, transformer_block, unembed
-from .generate import check_ids
+from .generate import check_ids, sizes
 from .kvcache import LayerCache
+from .llama import llama_kind
 from .model import embed
 from .sampling import most_likely
 
@@ -55,7 +56,9 @@ def score(ids: Sequence[int], params: dict, n_head: int, *, stride: int | None =
 def score_windows(ids: Sequence[int], params: dict, n_head: int, stride: int | None = None,
                   top: int = 0, start_id: int | None = None) -> Iterator[Scores]:
     """Score ids window by window (see the module's docstring), yielding each window's Scores."""
-    n_ctx, n_vocab = len(params["wpe"]), len(params["wte"])
+    n_vocab, n_ctx = sizes(params, n_head)
+    engine = llama_kind(n_head)  # a LLaMA-kind model: its hparams in n_head's place
+    stream = window_stream if engine is None else engine.window_stream
     stride = n_ctx // 2 if stride is None else stride
     check_score_settings(len(ids), stride, n_ctx)
     check_ids(ids, n_vocab)
@@ -66,11 +69,13 @@ def score_windows(ids: Sequence[int], params: dict, n_head: int, stride: int | N
     scored = 0  # ids[:scored] have their scores
     for start in range(0, len(ids), stride):
         end = min(start + n_ctx, len(ids))  # this window feeds inputs[start:end]
-        x = window_stream(inputs[start:end], params, n_head)  # [end - start, n_embd]
+        x = stream(inputs[start:end], params, n_head)  # [end - start, n_embd]
         for chunk in range(scored, end, LOGITS_CHUNK):
             stop = min(chunk + LOGITS_CHUNK, end)
-            yield chunk_scores(chunk, x[chunk - start : stop - start], params,
-                               np.asarray(ids[chunk:stop]), top)
+            rows = x[chunk - start : stop - start]
+            logits = (unembed(layer_norm(rows, **params["ln_f"]), params["wte"]) if engine is None
+                      else engine.final_logits(rows, params, n_head))  # [n, n_vocab]
+            yield chunk_scores(chunk, logits, np.asarray(ids[chunk:stop]), top)
         scored = end
         if scored == len(ids):
             return
@@ -90,13 +95,12 @@ def window_stream(inputs: Sequence[int], params: dict, n_head: int) -> np.ndarra
     return x
 
 
-def chunk_scores(start: int, x: np.ndarray, params: dict, targets: np.ndarray,
-                 top: int) -> Scores:
-    """Log-probabilities, ranks and the top candidates of targets after last residual rows x."""
-    # [n, n_embd], [n] -> Scores
-    logprobs = unembed(layer_norm(x, **params["ln_f"]), params["wte"])  # [n, n_vocab] logits,
-    # then their log-softmax, in place (fewer [n, n_vocab] copies lowered scoring's peak
-    # memory), shifted by the maximum so no probability is exponentiated into 0 before its log
+def chunk_scores(start: int, logprobs: np.ndarray, targets: np.ndarray, top: int) -> Scores:
+    """Log-probabilities, ranks and the top candidates of targets, from the logits before them
+    (logprobs is overwritten)."""
+    # [n, n_vocab], [n] -> Scores. The logits' log-softmax, in place (fewer [n, n_vocab]
+    # copies lowered scoring's peak memory), shifted by the maximum so no probability is
+    # exponentiated into 0 before its log
     logprobs -= np.max(logprobs, axis=-1, keepdims=True)
     logprobs -= np.log(np.sum(np.exp(logprobs), axis=-1, keepdims=True))
     picked = np.take_along_axis(logprobs, targets[:, None], axis=-1)  # [n, 1]

@@ -12,9 +12,10 @@ from collections.abc import Iterable, Iterator
 
 from ..constraints import byte_level_refusal, check_verse, verse
 from ..errors import PicoGPTError, _, whole_number
-from ..files.loaded_model import load_model, seq2seq_first, vocabulary_first
+from ..files.loaded_model import load_model, refuse_llama_views, seq2seq_first, vocabulary_first
 from ..files.openai import MODEL_SIZES
 from ..generate import check_settings, generate, generate_samples, generate_steps
+from ..llama import head_argument
 from ..sampling import Sampling
 from ..web.couplet import couplet_data, write_couplet_page
 from ..web.page import check_path, page_data, write_page
@@ -104,6 +105,7 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
         raise PicoGPTError(_("--candidates and --explain show one sample; drop --n_samples."))
     if explain is not None:
         check_path(explain)
+        refuse_llama_views(hf, None, "explain")
     couplet = seq2seq_first(model_size, models_dir, hf)  # an encoder-decoder: no GPT-2 flags
     if couplet:
         refuse_gpt_only({"acrostic": acrostic, "line": line, "rhyme": rhyme, "stop": stop,
@@ -140,9 +142,11 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
         print(_("picogpt: --temperature {temperature} has no effect on greedy decoding (each "
                 "token is the most likely one); add --top_k 40 or --top_p 0.9 to sample.")
               .format(temperature=temperature), file=sys.stderr)
+    if explain:
+        refuse_llama_views(hf, loaded, "explain")
     say_outside(encoder, prompt)
-    input_ids, n_head = encoder.prompt_ids(prompt), hparams["n_head"]
-    constraint = verse(encoder, acrostic, line, len(params["wte"]), rhyme) if poem else None
+    input_ids, n_head = encoder.prompt_ids(prompt), head_argument(hparams)
+    constraint = verse(encoder, acrostic, line, loaded.n_vocab, rhyme) if poem else None
     settings = {"top_k": top_k, "top_p": top_p, "temperature": temperature, "seed": seed,
                 "repetition_penalty": repetition_penalty, "stop_at_end": not ignore_end,
                 "stop": stop, "encoder": encoder, "constraint": constraint}

@@ -20,9 +20,10 @@ import numpy as np
 
 from ..encoder import Encoder
 from ..errors import PicoGPTError, _, reason
+from ..llama import llama_kind
 from .folder_vocab import read_vocab
 from .hub import hub_cache, hub_folder, is_model_id  # noqa: F401 (hub_cache: hf's too)
-from .llama_hf import llama_kind, load_llama
+from .llama_hf import load_llama
 from .params import check_finite, check_hparams, check_shapes, finite, fit_vocabulary, nest
 from .store import read_json
 

@@ -38,15 +38,9 @@ from .store import (
     write_params,
 )
 
-MODEL_TYPES = ("llama", "qwen2", "qwen3")  # config.json's model_type values this kind runs
 CONFIG, WEIGHTS, INDEX = "config.json", "model.safetensors", "model.safetensors.index.json"
 DTYPES = {"F32": "<f4", "F16": "<f2", "BF16": "<u2"}  # what becomes float32
 FIX = N_("Save the model and its config together with save_pretrained.")
-
-
-def llama_kind(config) -> bool:
-    """Whether a config.json (its parsed JSON) describes a model of the LLaMA kind."""
-    return isinstance(config, dict) and config.get("model_type") in MODEL_TYPES
 
 
 def load_llama(folder: Path, config: dict) -> tuple:
@@ -183,26 +177,33 @@ def shard_files(folder: Path) -> list[str]:
     lists, each a file inside the folder."""
     if (folder / WEIGHTS).is_file():
         return [WEIGHTS]
-    index = read_json(folder / INDEX)
-    if index is None:
+    if not (folder / INDEX).is_file():
         raise PicoGPTError(_("{folder} has neither {weights} nor {index}; save the model with "
                              "save_pretrained.").format(folder=folder, weights=WEIGHTS,
                                                         index=INDEX))
+    names = shard_names(read_json(folder / INDEX), folder / INDEX)
+    for name in names:
+        if not (folder / name).is_file():
+            raise PicoGPTError(_("{folder} lacks {name}, a shard its {index} lists; download the "
+                                 "model again.").format(folder=folder, name=name, index=INDEX))
+    return names
+
+
+def shard_names(index, file: Path) -> list[str]:
+    """The shards an index (its parsed JSON, read from file) lists, each a plain file name: an
+    index is downloaded, and a path such as ../../.ssh/id_rsa must never be opened."""
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict) or not all(isinstance(v, str)
                                                    for v in weight_map.values()):
         raise PicoGPTError(_("{file} has no weight_map of tensor names to files; download or "
-                             "save it again.").format(file=folder / INDEX))
+                             "save it again.").format(file=file))
     names = list(dict.fromkeys(weight_map.values()))
     for name in names:
         path = PurePosixPath(name)
-        if path.is_absolute() or ".." in path.parts or "\\" in name or name != path.name:
+        if name in ("", "..") or path.is_absolute() or "\\" in name or name != path.name:
             raise PicoGPTError(_("{file} names the shard {name}, which is not a file inside the "
                                  "folder; picogpt reads only shards beside the index.").format(
-                                     file=folder / INDEX, name=repr(name)))
-        if not (folder / name).is_file():
-            raise PicoGPTError(_("{folder} lacks {name}, a shard its {index} lists; download the "
-                                 "model again.").format(folder=folder, name=name, index=INDEX))
+                                     file=file, name=repr(name)))
     return names
 
 
@@ -298,5 +299,7 @@ def read_tensor(file: Path, dtype: str, offset: int, shape: tuple) -> np.ndarray
 
 
 def megabytes(n_bytes: int) -> str:
-    """A size as people read it: 1.9 GB, 532 MB."""
-    return f"{n_bytes / 1e9:.1f} GB" if n_bytes >= 1e9 else f"{n_bytes / 1e6:.0f} MB"
+    """A size as people read it: 1.9 GB, 532 MB, 87 kB."""
+    if n_bytes >= 1e9:
+        return f"{n_bytes / 1e9:.1f} GB"
+    return f"{n_bytes / 1e6:.0f} MB" if n_bytes >= 1e6 else f"{n_bytes / 1e3:.0f} kB"

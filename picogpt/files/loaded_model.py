@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..encoder import Encoder
 from ..errors import PicoGPTError, _
+from ..llama import llama_kind
 from ..wordpiece import WordPiece
 from .folder_vocab import read_vocab
 from .hf import load_hf
@@ -38,6 +39,9 @@ class LoadedModel:
     def n_vocab(self) -> int:
         """Tokens the model can give: wte's rows (an encoder-decoder's table's), never more than
         the vocabulary holds."""
+        engine = llama_kind(self.hparams)
+        if engine is not None:
+            return engine.n_vocab(self.params)
         return (self.params["wte"] if "wte" in self.params else self.params["embed"]).shape[0]
 
     @property
@@ -105,6 +109,21 @@ def vocabulary_first(model_size: str, models_dir: str,
     if hf is None and model_size not in MODEL_SIZES and (model_dir / "hparams.json").is_file():
         return read_encoder(model_dir)
     return None
+
+
+def llama_first(hf: str | None) -> bool:
+    """Whether an --hf folder on disk holds a model of the LLaMA kind: its config.json says so,
+    read without its weights."""
+    return hf is not None and llama_kind(read_json(Path(hf) / "config.json")) is not None
+
+
+def refuse_llama_views(hf: str | None, loaded: LoadedModel | None, flag: str) -> None:
+    """--explain and --explore show GPT-2's insides (wpe, its blocks' parts), not yet this
+    kind's: one line, before loading when the --hf folder is on disk (loaded is None then)."""
+    if llama_first(hf) if loaded is None else llama_kind(loaded.hparams) is not None:
+        raise PicoGPTError(_("--{flag} shows a GPT-2's insides; picogpt does not show a model of "
+                             "the LLaMA kind ({where}) there yet. Drop --{flag}; generating, "
+                             "--candidates and --score work.").format(flag=flag, where=hf))
 
 
 def seq2seq_first(model_size: str, models_dir: str, hf: str | None) -> bool:
