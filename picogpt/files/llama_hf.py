@@ -43,15 +43,16 @@ DTYPES = {"F32": "<f4", "F16": "<f2", "BF16": "<u2"}  # what becomes float32
 FIX = N_("Save the model and its config together with save_pretrained.")
 
 
-def load_llama(folder: Path, config: dict) -> tuple:
-    """(encoder, hparams, params) of a LLaMA-kind folder whose config.json is config."""
+def load_llama(folder: Path, config: dict, store: Path | None = None) -> tuple:
+    """(encoder, hparams, params) of a LLaMA-kind folder whose config.json is config; its
+    float32 store in store (by default under the user's cache: `store_dir`)."""
     hparams = read_llama_config(config, folder / CONFIG)
     encoder = read_vocab(folder, _("save the model's tokenizer beside the weights with "
                                    "tokenizer.save_pretrained"))
     shards = shard_files(folder)
     tensors = tensor_index(folder, shards, hparams)  # shapes checked before any conversion
     stamps = source_stamps(folder, shards)
-    store = store_dir(folder)
+    store = store or store_dir(folder)
     arrays = read_store(store, stamps)
     if arrays is None:
         with model_lock(store):

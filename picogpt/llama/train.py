@@ -12,8 +12,8 @@ the order a run needs it, so the kind's row of the table of model kinds can poin
   two that write onto the residual stream) scaled down by sqrt(2 n_layer), as GPT-2's init in
   picogpt/train does; norm weights 1;
 - `step`: llama/fasttrain.py's loss and gradients;
-- `logits`, `trace` (each block's attention pattern, for the head probes) and `continuation`
-  (top-k sampling without a cache: a run's windows are short).
+- `logits` and `trace` (each block's attention pattern, for the head probes); a run's samples
+  come from the kind's engine (llama/engine.py, through generate.py), as a trained model's do.
 
 NumPy only; no I/O.
 """
@@ -112,21 +112,4 @@ def trace(ids, params: dict, hparams: dict, names=None) -> tuple[np.ndarray, dic
     out = linear(rms_norm(x, **params["norm"], eps=settings["norm_eps"]), **head)
     kept = values if names is None else {k: v for k, v in values.items() if k in names}
     return out, kept
-
-
-def continuation(params: dict, hparams: dict, encoder, prompt: str, n_tokens: int, top_k: int,
-                 seed: int) -> str:
-    """tasks.continuation for this block: the text after prompt (after the start token),
-    top-k sampled, up to n_tokens or the end token."""
-    rng = np.random.default_rng(seed)
-    ids, new = encoder.prompt_ids(prompt)[-hparams["n_ctx"] :], []
-    k = min(top_k, encoder.n_vocab)
-    for _ in range(n_tokens):
-        last = logits(ids[-hparams["n_ctx"] :], params, hparams)[-1]  # [n_vocab]
-        best = np.argpartition(last, -k)[-k:]
-        token = int(best[rng.choice(k, p=softmax(last[best]))])
-        if token == encoder.end:
-            break
-        ids, new = [*ids, token], [*new, token]
-    return encoder.decode(new)
 

@@ -161,7 +161,7 @@ def block(run: Run, n_vocab: int) -> Block:
             lambda params, ids: training.windowed_loss(
                 ids, run.n_ctx, lambda rows: lt.logits(rows, params, hparams), n_vocab),
             lambda ids, params, names=None: lt.trace(ids, params, hparams, names),
-            lambda params, *args: lt.continuation(params, hparams, *args),
+            lambda params, *args: continuation(params, hparams, *args),  # its engine's
             lambda chars: llama_folder.hf_files(hparams, chars.tokens, chars.start,
                                                 chars.unknown),
             llama_folder.hf_arrays)
