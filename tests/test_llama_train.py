@@ -116,3 +116,42 @@ def test_the_trace_patterns_are_the_forwards_own():
     assert pattern.shape == (4, 10, 10)
     np.testing.assert_allclose(pattern.sum(-1), 1, atol=1e-5)
     assert np.all(np.triu(pattern, 1) == 0)
+
+
+def test_a_stopped_llama_run_resumes_as_its_block_and_ends_as_an_uninterrupted_run(
+        tmp_path, monkeypatch):
+    """Ctrl-C at step 5 of a --model llama run with its own n_kv_head and rope_theta, then
+    --resume: the same weights, bit for bit, as the run never stopped (the resumed run is the
+    LLaMA block of the settings it began with, not GPT-2's or the defaults)."""
+    from safetensors.numpy import load_file
+
+    from picogpt.llama import fasttrain
+
+    text = tmp_path / "verse.txt"
+    text.write_text(verse_text(80), encoding="utf-8")
+    flags = ["--task", "poems", "--text", str(text), "--model", "llama", "--n_kv_head", "1",
+             "--rope_theta", "500", "--n_layer", "1", "--n_head", "2", "--n_embd", "16",
+             "--n_ctx", "16", "--n_batch", "4", "--steps", "10", "--curve_every", "5",
+             "--n_held_out", "10"]
+    whole = picogpt(*flags, "--name", "whole", "--models_dir", str(tmp_path), entry=main)
+    assert whole.returncode == 0, whole.stderr
+    real, calls = fasttrain.loss_and_grads, []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 6:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(fasttrain, "loss_and_grads", interrupted)
+    assert picogpt(*flags, "--name", "cut", "--models_dir", str(tmp_path),
+                   entry=main).returncode == 130
+    monkeypatch.undo()
+    done = picogpt("--resume", "--name", "cut", "--models_dir", str(tmp_path), entry=main)
+    assert done.returncode == 0, done.stderr
+    config = json.loads((tmp_path / "cut" / "config.json").read_text(encoding="utf-8"))
+    assert config["num_key_value_heads"] == 1 and config["rope_theta"] == 500
+    ours, theirs = (load_file(tmp_path / name / "model.safetensors") for name in ("cut", "whole"))
+    assert ours.keys() == theirs.keys()
+    for name in ours:
+        np.testing.assert_array_equal(ours[name], theirs[name], err_msg=name)
