@@ -11,7 +11,7 @@ the order a run needs it, so the kind's row of the table of model kinds can poin
 - `init_params`: normal(0, 0.02) for every matrix and the embedding, o_proj and down_proj (the
   two that write onto the residual stream) scaled down by sqrt(2 n_layer), as GPT-2's init in
   picogpt/train does; norm weights 1;
-- `step`: llama/fasttrain.py's loss and gradients;
+- `loss_and_grads` (and `step`, with hparams bound): llama/fasttrain.py's;
 - `logits` and `trace` (each block's attention pattern, for the head probes); a run's samples
   come from the kind's engine (llama/engine.py, through generate.py), as a trained model's do.
 
@@ -77,10 +77,14 @@ def forward_hparams(hparams: dict) -> dict:
     return {name: hparams[name] for name in HPARAMS}
 
 
+def loss_and_grads(batch, params: dict, hparams: dict) -> tuple[float, dict]:
+    """The training step's loss and gradients on (inputs, targets) windows (llama/fasttrain)."""
+    return fasttrain.loss_and_grads(*batch, params, **forward_hparams(hparams))
+
+
 def step(hparams: dict):
-    """The training step: (inputs, targets) windows and params -> the loss and gradients."""
-    settings = forward_hparams(hparams)
-    return lambda batch, params: fasttrain.loss_and_grads(*batch, params, **settings)
+    """The training step with hparams bound: (batch, params) -> the loss and gradients."""
+    return lambda batch, params: loss_and_grads(batch, params, hparams)
 
 
 def logits(ids, params: dict, hparams: dict) -> np.ndarray:
