@@ -15,6 +15,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import safetensors.numpy
 from tqdm import tqdm
 
 from ..errors import PicoGPTError, _, reason
@@ -134,6 +135,8 @@ def save_or_keep(run: Run, plan: Plan, part: Path, params: dict, curve: dict, re
     PicoGPTError when the run had finished). Returns where the model is, as a sentence."""
     model_dir = Path(run.models_dir) / run.name
     files = {**plan.files, **({"sampler.json": plan.sampler} if plan.sampler else {})}
+    if plan.hf_weights:  # a model in Hugging Face's layout: its weights as model.safetensors
+        files["model.safetensors"] = safetensors.numpy.save(plan.hf_weights(params))
     args = (plan.hparams, params, plan.vocab_dir, files, curve)
     best = curve["best"]
     try:

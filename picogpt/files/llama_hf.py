@@ -43,8 +43,9 @@ DTYPES = {"F32": "<f4", "F16": "<f2", "BF16": "<u2"}  # what becomes float32
 FIX = N_("Save the model and its config together with save_pretrained.")
 
 
-def load_llama(folder: Path, config: dict) -> tuple:
-    """(encoder, hparams, params) of a LLaMA-kind folder whose config.json is config."""
+def load_llama(folder: Path, config: dict, store: Path | None = None) -> tuple:
+    """(encoder, hparams, params) of a LLaMA-kind folder whose config.json is config; its
+    float32 store in store (by default under the user's cache: `store_dir`)."""
     hparams = read_llama_config(config, folder / CONFIG)
     encoder = read_vocab(folder, _("save the model's tokenizer beside the weights with "
                                    "tokenizer.save_pretrained"))
@@ -54,17 +55,18 @@ def load_llama(folder: Path, config: dict) -> tuple:
                              "Save the two together with save_pretrained.").format(
                                  folder=folder, n=encoder.n_vocab, config=CONFIG,
                                  n_vocab=hparams["n_vocab"]))
-    params = read_weights(folder, hparams)
+    params = read_weights(folder, hparams, store)
     return encoder, *cut_vocabulary(hparams, params, encoder.n_vocab)
 
 
-def read_weights(folder: Path, hparams: dict) -> dict:
-    """The params of a folder whose config gave hparams: its float32 store, made first if the
-    store is missing or was made from other files."""
+def read_weights(folder: Path, hparams: dict, store: Path | None = None) -> dict:
+    """The params of a folder whose config gave hparams: its float32 store (in store, by default
+    under the user's cache: `store_dir`), made first if the store is missing or was made from
+    other files."""
     shards = shard_files(folder)
     tensors = tensor_index(folder, shards, hparams)  # shapes checked before any conversion
     stamps = source_stamps(folder, shards)
-    store = store_dir(folder)
+    store = store or store_dir(folder)
     arrays = read_store(store, stamps)
     if arrays is None:
         with model_lock(store):

@@ -12,6 +12,7 @@ from ..llama import llama_kind
 from ..wordpiece import WordPiece
 from .folder_vocab import read_vocab
 from .hf import load_hf
+from .llama_hf import load_llama
 from .openai import MODEL_SIZES, load_encoder_hparams_and_params, read_encoder
 from .store import read_json
 
@@ -79,8 +80,14 @@ def load_model(model_size: str = "124M", models_dir: str = "models", base_url: s
         folder = Path(hf)
         return LoadedModel(encoder, hparams, params, hf, "hf", hf,
                            (folder / RANDOM_WEIGHTS).is_file())
-    encoder, hparams, params = load_encoder_hparams_and_params(model_size, models_dir, base_url)
     folder = Path(models_dir) / model_size
+    config = read_json(folder / "config.json") if model_size not in MODEL_SIZES else None
+    if llama_kind(config):  # python -m picogpt.train --model llama: a Hugging Face folder,
+        # its float32 store beside the files it is made from (the folder is picogpt's own)
+        encoder, hparams, params = load_llama(folder, config, store=folder)
+        return LoadedModel(encoder, hparams, params, model_size, "trained", str(folder),
+                           (folder / RANDOM_WEIGHTS).is_file(), read_sampler(folder))
+    encoder, hparams, params = load_encoder_hparams_and_params(model_size, models_dir, base_url)
     source = "released" if model_size in MODEL_SIZES else "trained"
     return LoadedModel(encoder, hparams, params, model_size, source, str(folder),
                        (folder / RANDOM_WEIGHTS).is_file(),
