@@ -4,8 +4,9 @@ It holds the three ways to generate, which differ only in what they yield: `gene
 `generate_steps` (each token with the candidates it was picked from) and `generate_samples`
 (several samples decoded together). How a token is picked is sampling.py's; the keys and values
 kept between steps are kvcache.py's; a form the text must keep (`constraint=`, a poem's lines) is
-constraints.py's, applied here as a mask before the filters. A model of the LLaMA kind runs
-through its own cache (llama/engine.py), its hparams given where GPT-2's n_head goes.
+constraints.py's, applied here as a mask before the filters. Another kind of model (the LLaMA
+kind) runs through its own engine, its row of the table of kinds says which (kinds.py); its
+hparams go where GPT-2's n_head goes (`Kind.runs_with`).
 """
 
 from collections.abc import Iterator, Sequence
@@ -15,8 +16,7 @@ import numpy as np
 from .constraints import Verse, masked
 from .encoder import END_OF_TEXT, Encoder, added_bytes, model_tokens
 from .errors import PicoGPTError, _, number, text, whole_number
-from .kvcache import KVCache, decode_step, prefill
-from .llama import llama_kind
+from .kinds import running
 from .sampling import Sampling, Step, describe, sample_rngs
 
 
@@ -102,9 +102,8 @@ def decode_samples(prompt: list[int], params: dict, n_head: int | dict, n_tokens
     """
     if n_tokens == 0:
         return
-    engine = llama_kind(n_head)  # the cache and steps of the model's kind
-    new_cache, run_prompt, step_once = ((KVCache, prefill, decode_step) if engine is None else
-                                        (engine.KVCache, engine.prefill, engine.decode_step))
+    engine = running(n_head)[0].engine  # the cache and steps of the model's kind
+    new_cache, run_prompt = engine.KVCache, engine.prefill
     if len(rngs) == 1:  # one batch row, its cache sized for the prompt and every new token
         cache = new_cache(params, n_head, len(prompt) + n_tokens, batch=(1,))
         logits = run_prompt([prompt], params, n_head, cache)  # [1, n_vocab]
@@ -154,16 +153,13 @@ def decode_samples(prompt: list[int], params: dict, n_head: int | dict, n_tokens
         ids = np.array([next_ids[row] for row in keep])  # [n_alive]
         if seen is not None:
             seen[np.arange(len(keep)), ids] = True
-        logits = step_once(ids, params, n_head, cache)  # [n_alive, n_vocab]
+        logits = engine.decode_step(ids, params, n_head, cache)  # [n_alive, n_vocab]
 
 
 def sizes(params: dict, n_head) -> tuple[int, int]:
-    """The model's n_vocab and n_ctx: a GPT-2's from wte and wpe, another kind's from its
-    engine (n_head is then its hparams)."""
-    engine = llama_kind(n_head)
-    if engine is None:
-        return len(params["wte"]), len(params["wpe"])
-    return engine.n_vocab(params), engine.n_ctx(params, n_head)
+    """The model's n_vocab and n_ctx, as its kind reads them (a GPT-2's from wte and wpe)."""
+    kind, hparams = running(n_head)
+    return kind.n_vocab(params), kind.n_ctx(hparams, params)
 
 
 # Temperature and repetition penalty divide float32 logits (GPT-2's reach ~100): outside these

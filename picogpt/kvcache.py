@@ -33,6 +33,7 @@ from .sampling import Sampling
 # memory than a pass late in a long prompt; fast.py's in-place softmax made room for both to
 # double (measurements: docs/performance.md, "Prefill").
 FIRST_CHUNK, CHUNK = 512, 256
+SCORE_CHUNK = 256  # positions per pass through a block when scoring (window_stream)
 
 
 class LayerCache:
@@ -152,13 +153,35 @@ def decode_step(next_ids, params: dict, n_head: int, cache: KVCache) -> np.ndarr
     return extend(np.asarray(next_ids)[..., None], params, n_head, cache)
 
 
+def window_stream(inputs, params: dict, n_head: int) -> np.ndarray:
+    """The last residual stream of one scoring window (score.py's), from position 0, one block
+    at a time."""
+    # [n] ids -> [n, n_embd]. Block by block, not chunk by chunk as prefill: only one block's
+    # keys and values are ever held (all 12 of a 1024-token window are 72 MiB on the 124M),
+    # and each block's weights serve every chunk in turn.
+    x = embed(inputs, params["wte"], params["wpe"])  # [n, n_embd]
+    for block in params["blocks"]:
+        cache = LayerCache((n_head, len(inputs), x.shape[-1] // n_head), x.dtype)  # this block's
+        for start in range(0, len(inputs), SCORE_CHUNK):
+            rows = slice(start, start + SCORE_CHUNK)
+            x[rows] = transformer_block(x[rows], **block, n_head=n_head, attend=cache.attend)
+    return x
+
+
+def final_logits(x: np.ndarray, params: dict, n_head: int) -> np.ndarray:
+    """The logits of last residual rows: the final LayerNorm, then the tied unembedding."""
+    # [..., n_embd] -> [..., n_vocab]
+    return unembed(layer_norm(x, **params["ln_f"]), params["wte"])
+
+
 class Conversation:
     """A conversation's KV cache and the ids it holds, kept from one turn to the next."""
 
     def __init__(self, params: dict, n_head: int | dict, n_ctx: int,
                  engine: ModuleType | None = None):
-        """engine holds the model's `KVCache`, `prefill` and `decode_step` (kvcache.py's for
-        GPT-2, llama/engine.py's for the LLaMA kind, which takes its hparams where GPT-2's
+        """engine holds the model's `KVCache`, `prefill` and `decode_step`: its kind's engine
+        (kinds.py; kvcache.py for GPT-2, llama/engine.py for the LLaMA kind, which takes its
+        hparams where GPT-2's
         takes n_head); the cache starts small and grows as the conversation does."""
         engine = engine or sys.modules[__name__]  # this module, for GPT-2
         self.params, self.n_head, self.n_ctx, self.engine = params, n_head, n_ctx, engine

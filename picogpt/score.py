@@ -19,17 +19,14 @@ import numpy as np
 
 from .encoder import model_tokens
 from .errors import PicoGPTError, _, whole_number
-from .fast import layer_norm, transformer_block, unembed
 from .generate import check_ids, sizes
-from .kvcache import LayerCache
-from .llama import llama_kind
-from .model import embed
+from .kinds import running
+from .kvcache import SCORE_CHUNK, window_stream  # noqa: F401 (GPT-2's, where they were)
 from .sampling import most_likely
 
-# Positions per pass through a block, and positions whose [n, n_vocab] logits are made at once:
-# bigger passes score faster but hold more at once (the trade measured: docs/performance.md,
-# "Scoring").
-SCORE_CHUNK = 256
+# Positions whose [n, n_vocab] logits are made at once, and (kvcache.py's SCORE_CHUNK) positions
+# per pass through a block: bigger passes score faster but hold more at once (the trade
+# measured: docs/performance.md, "Scoring").
 LOGITS_CHUNK = 64
 
 
@@ -57,8 +54,7 @@ def score_windows(ids: Sequence[int], params: dict, n_head: int, stride: int | N
                   top: int = 0, start_id: int | None = None) -> Iterator[Scores]:
     """Score ids window by window (see the module's docstring), yielding each window's Scores."""
     n_vocab, n_ctx = sizes(params, n_head)
-    engine = llama_kind(n_head)  # a LLaMA-kind model: its hparams in n_head's place
-    stream = window_stream if engine is None else engine.window_stream
+    engine = running(n_head)[0].engine  # the model's kind runs its windows
     stride = n_ctx // 2 if stride is None else stride
     check_score_settings(len(ids), stride, n_ctx)
     check_ids(ids, n_vocab)
@@ -69,30 +65,15 @@ def score_windows(ids: Sequence[int], params: dict, n_head: int, stride: int | N
     scored = 0  # ids[:scored] have their scores
     for start in range(0, len(ids), stride):
         end = min(start + n_ctx, len(ids))  # this window feeds inputs[start:end]
-        x = stream(inputs[start:end], params, n_head)  # [end - start, n_embd]
+        x = engine.window_stream(inputs[start:end], params, n_head)  # [end - start, n_embd]
         for chunk in range(scored, end, LOGITS_CHUNK):
             stop = min(chunk + LOGITS_CHUNK, end)
             rows = x[chunk - start : stop - start]
-            logits = (unembed(layer_norm(rows, **params["ln_f"]), params["wte"]) if engine is None
-                      else engine.final_logits(rows, params, n_head))  # [n, n_vocab]
+            logits = engine.final_logits(rows, params, n_head)  # [n, n_vocab]
             yield chunk_scores(chunk, logits, np.asarray(ids[chunk:stop]), top)
         scored = end
         if scored == len(ids):
             return
-
-
-def window_stream(inputs: Sequence[int], params: dict, n_head: int) -> np.ndarray:
-    """The last residual stream of one window, from position 0, one block at a time."""
-    # [n] ids -> [n, n_embd]. Block by block, not chunk by chunk as generate's prefill: only
-    # one block's keys and values are ever held (all 12 of a 1024-token window are 72 MiB on
-    # the 124M), and each block's weights serve every chunk in turn.
-    x = embed(inputs, params["wte"], params["wpe"])  # [n, n_embd]
-    for block in params["blocks"]:
-        cache = LayerCache((n_head, len(inputs), x.shape[-1] // n_head), x.dtype)  # this block's
-        for start in range(0, len(inputs), SCORE_CHUNK):
-            rows = slice(start, start + SCORE_CHUNK)
-            x[rows] = transformer_block(x[rows], **block, n_head=n_head, attend=cache.attend)
-    return x
 
 
 def chunk_scores(start: int, logprobs: np.ndarray, targets: np.ndarray, top: int) -> Scores:

@@ -18,7 +18,6 @@ from ..files.chat_files import THINK, chat_ids, read_chat, read_template
 from ..files.hf import find_folder
 from ..files.loaded_model import load_model
 from ..files.store import read_json
-from ..llama import head_argument, llama_kind
 from ..sampling import Sampling, sample_rngs
 from .terminal import call_first, reading_notice
 
@@ -51,8 +50,8 @@ def chat_text(message: str, hf: str, system: str | None, thinking: bool, n_token
     read_template(folder, config if isinstance(config, dict) else {})  # refused before loading
     loaded = load_model(hf=hf)
     encoder, chat = loaded.encoder, read_chat(folder, loaded.n_vocab, loaded.encoder.end)
-    conversation = kvcache.Conversation(loaded.params, head_argument(loaded.hparams), loaded.n_ctx,
-                                llama_kind(loaded.hparams) or kvcache)
+    conversation = kvcache.Conversation(loaded.params, loaded.kind.runs_with(loaded.hparams),
+                                        loaded.n_ctx, loaded.kind.engine)
     rng = sample_rngs(seed, 1)[0]
     messages = [{"role": "system", "content": system}] if system is not None else []
 

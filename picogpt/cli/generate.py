@@ -12,10 +12,9 @@ from collections.abc import Iterable, Iterator
 
 from ..constraints import byte_level_refusal, check_verse, verse
 from ..errors import PicoGPTError, _, whole_number
-from ..files.loaded_model import kind_first, load_model, refuse_llama_views, vocabulary_first
+from ..files.loaded_model import kind_first, load_model, refuse_views, vocabulary_first
 from ..files.openai import MODEL_SIZES
 from ..generate import check_settings, generate, generate_samples, generate_steps
-from ..llama import head_argument
 from ..sampling import Sampling
 from ..web.couplet import couplet_data, write_couplet_page
 from ..web.page import check_path, page_data, write_page
@@ -113,7 +112,7 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
         raise PicoGPTError(_("--candidates and --explain show one sample; drop --n_samples."))
     if explain is not None:
         check_path(explain)
-        refuse_llama_views(hf, None, "explain")
+        refuse_views(kind_first(model_size, models_dir, hf), "explain", hf or model_size)
     check_chat(chat, hf, system, thinking, {
         "n_samples": n_samples > 1, "candidates": candidates, "explain": explain,
         "acrostic": acrostic, "line": line, "rhyme": rhyme, "stop": stop,
@@ -158,9 +157,9 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
                 "token is the most likely one); add --top_k 40 or --top_p 0.9 to sample.")
               .format(temperature=temperature), file=sys.stderr)
     if explain:
-        refuse_llama_views(hf, loaded, "explain")
+        refuse_views(loaded.kind, "explain", loaded.where)
     say_outside(encoder, prompt)
-    input_ids, n_head = encoder.prompt_ids(prompt), head_argument(hparams)
+    input_ids, n_head = encoder.prompt_ids(prompt), loaded.kind.runs_with(hparams)
     constraint = verse(encoder, acrostic, line, loaded.n_vocab, rhyme) if poem else None
     settings = {"top_k": top_k, "top_p": top_p, "temperature": temperature, "seed": seed,
                 "repetition_penalty": repetition_penalty, "stop_at_end": not ignore_end,

@@ -3,7 +3,6 @@ token or as one JSON object."""
 
 from ..errors import PicoGPTError, _, whole_number
 from ..files.loaded_model import load_model
-from ..llama import head_argument, llama_kind
 from ..score import check_score_settings, join_scores, score_windows, summary
 from .command import read_prompt
 from .couplet import score_couplet
@@ -42,8 +41,8 @@ def score_text(prompt: str = "", stride: int | None = None, top: int = 0, json: 
     check_score_settings(1, loaded.n_ctx // 2 if stride is None else stride, loaded.n_ctx)
     say_outside(encoder, text)
     ids, start = encoder.encode(text), encoder.start
-    if llama_kind(hparams):  # as transformers' perplexity recipe: the text as the tokenizer
-        ids = encoder.prompt_ids(text)  # gives it, begin token or not, its first id unscored
+    if not loaded.kind.scores_first:  # as transformers' perplexity recipe: the text as the
+        ids = encoder.prompt_ids(text)  # tokenizer gives it, begin token or not, first unscored
         start, ids = ids[0], ids[1:]
         if not ids:
             raise PicoGPTError(_("the text is one token, and this model's tokenizer adds no "
@@ -51,7 +50,7 @@ def score_text(prompt: str = "", stride: int | None = None, top: int = 0, json: 
                                  "longer text."))
     with reading_notice(model["where"]) as quiet, progress(len(ids), _("scoring")) as bar:
         windows = []
-        for window in call_first(quiet, score_windows(ids, params, head_argument(hparams),
+        for window in call_first(quiet, score_windows(ids, params, loaded.kind.runs_with(hparams),
                                                       stride, top, start)):
             windows.append(window)
             bar.update(len(window.logprobs))

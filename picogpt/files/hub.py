@@ -19,8 +19,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from ..errors import PicoGPTError, _, reason
-from ..llama import llama_kind
-from .llama_hf import megabytes, shard_names
+from .llama_hf import megabytes, of_llama_kind, shard_names
 from .store import read_json
 
 WEIGHTS, CONFIG = "model.safetensors", "config.json"
@@ -119,7 +118,7 @@ def say_sizes(model_id: str, wanted: list[str], sizes: dict, config) -> None:
     """For a model of the LLaMA kind, whose weights picogpt converts: say the disk the download
     takes, and about what the float32 copy will (twice a bfloat16 or float16 download's)."""
     known = [sizes.get(name) for name in wanted]
-    if not llama_kind(config) or not all(isinstance(size, int) for size in known):
+    if not of_llama_kind(config) or not all(isinstance(size, int) for size in known):
         return  # GPT-2's weights are read as they are; or a hub that does not say
     weights = sum(sizes[name] for name in wanted if name.endswith(".safetensors"))
     tqdm.write(_("downloading {model_id}: {size} into {cache}").format(
@@ -134,7 +133,7 @@ def files_to_fetch(model_id: str, files: set[str], config=None) -> list[str]:
     """The files of the repo that picogpt reads, weights last (a sharded repo's index, whose
     shards follow it); a repo without them is refused. config: the repo's config.json, read
     first, since a model of the LLaMA kind reads more files (LLAMA_FILES)."""
-    if llama_kind(config) and (WEIGHTS in files or INDEX in files):
+    if of_llama_kind(config) and (WEIGHTS in files or INDEX in files):
         return [CONFIG, *(name for name in LLAMA_FILES if name in files),
                 WEIGHTS if WEIGHTS in files else INDEX]
     if WEIGHTS not in files:

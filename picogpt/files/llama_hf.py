@@ -28,7 +28,8 @@ from tqdm import tqdm
 
 from ..errors import N_, PicoGPTError, _, reason
 from .folder_vocab import read_vocab
-from .params import nest
+from .params import expected_shapes, fit_vocabulary, nest
+from .safetensors_header import safetensors_header
 from .store import (
     first_not_finite,
     model_lock,
@@ -39,8 +40,15 @@ from .store import (
 )
 
 CONFIG, WEIGHTS, INDEX = "config.json", "model.safetensors", "model.safetensors.index.json"
+MODEL_TYPES = ("llama", "qwen2", "qwen3")  # config.json's model_type values of the LLaMA kind
 DTYPES = {"F32": "<f4", "F16": "<f2", "BF16": "<u2"}  # what becomes float32
 FIX = N_("Save the model and its config together with save_pretrained.")
+
+
+def of_llama_kind(config) -> bool:
+    """Whether a config.json (read as config) describes a model of the LLaMA kind: the one place
+    a Hugging Face model_type becomes picogpt's kind ({"model": "llama"}, read_llama_config)."""
+    return isinstance(config, dict) and config.get("model_type") in MODEL_TYPES
 
 
 def load_llama(folder: Path, config: dict, store: Path | None = None) -> tuple:
@@ -56,7 +64,7 @@ def load_llama(folder: Path, config: dict, store: Path | None = None) -> tuple:
                                  folder=folder, n=encoder.n_vocab, config=CONFIG,
                                  n_vocab=hparams["n_vocab"]))
     params = read_weights(folder, hparams, store)
-    return encoder, *cut_vocabulary(hparams, params, encoder.n_vocab)
+    return encoder, *fit_vocabulary(hparams, params, encoder.n_vocab)
 
 
 def read_weights(folder: Path, hparams: dict, store: Path | None = None) -> dict:
@@ -77,17 +85,6 @@ def read_weights(folder: Path, hparams: dict, store: Path | None = None) -> dict
                              "such weights gives no numbers to sample from.").format(
                                  folder=folder, name=bad))
     return nest(arrays)
-
-
-def cut_vocabulary(hparams: dict, params: dict, n_vocab: int) -> tuple[dict, dict]:
-    """The embedding (and an untied head) cut to the tokenizer's n_vocab rows: Qwen pads its
-    151,665 tokens to 151,936 rows, and a row no token has must never be sampled."""
-    if n_vocab == hparams["n_vocab"]:
-        return hparams, params
-    cut = {"embed_tokens": {"weight": params["embed_tokens"]["weight"][:n_vocab]}}
-    if "lm_head" in params:
-        cut["lm_head"] = {"weight": params["lm_head"]["weight"][:n_vocab]}
-    return {**hparams, "n_vocab": n_vocab}, {**params, **cut}
 
 
 def read_llama_config(config: dict, file: Path) -> dict:
@@ -138,27 +135,6 @@ def read_llama_config(config: dict, file: Path) -> dict:
     return {"model": "llama", **hparams, "rope_theta": float(theta), "norm_eps": float(eps),
             "tied": bool(config.get("tie_word_embeddings", False)),
             "qkv_bias": kind == "qwen2", "qk_norm": kind == "qwen3"}
-
-
-def llama_shapes(hparams: dict) -> dict[str, tuple[int, ...]]:
-    """The flat name and shape of every tensor of a model with these hparams."""
-    e, f, d = hparams["n_embd"], hparams["n_ffn"], hparams["d_head"]
-    q, kv = hparams["n_head"] * d, hparams["n_kv_head"] * d
-    block = {"input_layernorm.weight": (e,), "post_attention_layernorm.weight": (e,),
-             "self_attn.q_proj.weight": (q, e), "self_attn.k_proj.weight": (kv, e),
-             "self_attn.v_proj.weight": (kv, e), "self_attn.o_proj.weight": (e, q),
-             "mlp.gate_proj.weight": (f, e), "mlp.up_proj.weight": (f, e),
-             "mlp.down_proj.weight": (e, f)}
-    if hparams["qkv_bias"]:
-        block |= {"self_attn.q_proj.bias": (q,), "self_attn.k_proj.bias": (kv,),
-                  "self_attn.v_proj.bias": (kv,)}
-    if hparams["qk_norm"]:
-        block |= {"self_attn.q_norm.weight": (d,), "self_attn.k_norm.weight": (d,)}
-    shapes = {"embed_tokens.weight": (hparams["n_vocab"], e), "norm.weight": (e,)}
-    if not hparams["tied"]:
-        shapes["lm_head.weight"] = (hparams["n_vocab"], e)
-    return shapes | {f"h{i}.{name}": shape for i in range(hparams["n_layer"])
-                     for name, shape in block.items()}
 
 
 def flat_name(key: str) -> str | None:
@@ -217,7 +193,6 @@ def shard_names(index, file: Path) -> list[str]:
 def tensor_index(folder: Path, shards: list[str], hparams: dict) -> dict[str, tuple]:
     """Each tensor the model uses: flat name -> (file, dtype, offset, shape), checked against
     the shapes hparams give, from the files' headers alone."""
-    from .hf import safetensors_header  # the one reader of safetensors headers
 
     tensors = {}
     for shard in shards:
@@ -227,7 +202,7 @@ def tensor_index(folder: Path, shards: list[str], hparams: dict) -> dict[str, tu
                 tensors[name] = (folder / shard, dtype, offset, shape)
     if hparams["tied"]:
         tensors.pop("lm_head.weight", None)  # transformers ties it to the embedding too
-    expected = llama_shapes(hparams)
+    expected = expected_shapes(hparams)
     for name in sorted(expected.keys() | tensors.keys()):
         want = expected.get(name)
         have = tensors[name][3] if name in tensors else None

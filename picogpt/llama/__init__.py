@@ -1,28 +1,10 @@
 """The LLaMA family's block (LLaMA, Qwen2/2.5, Qwen3), beside GPT-2's: model.py is its forward,
-engine.py its KV cache and scoring windows.
+fast.py its decode step's blocks, engine.py its KV cache and scoring windows, backward.py and
+fasttrain.py its gradients, train.py what a training run needs, folder.py the Hugging Face
+folder a run writes.
 
-`llama_kind` is the one place that tells a model of this kind from a GPT-2; the table of model
-kinds (issue 58) takes it over as the kind's row. The engine's functions (generate, score) take
-a GPT-2's n_head; a model of this kind needs more to run, so they take its hparams in that place
-(`head_argument`).
+The kind is the row "llama" of the table of model kinds (kinds.py), which points at these
+modules; nothing here decides a model's kind. A model folder's hparams.json says
+{"model": "llama", ...}; a Hugging Face config.json of model_type llama, qwen2 or qwen3 is read
+into those hparams by the Hugging Face loader (files/llama_hf.py).
 """
-
-from types import ModuleType
-
-MODEL_TYPES = ("llama", "qwen2", "qwen3")  # config.json's model_type values of this kind
-
-
-def llama_kind(hparams) -> ModuleType | None:
-    """The kind's engine module if hparams (picogpt's, {"model": "llama", ...}, or a
-    config.json's, {"model_type": "qwen2", ...}) are of the LLaMA kind; None otherwise."""
-    if isinstance(hparams, dict) and (hparams.get("model") == "llama"
-                                      or hparams.get("model_type") in MODEL_TYPES):
-        from . import engine
-
-        return engine
-    return None
-
-
-def head_argument(hparams: dict):
-    """What the engine's functions take as n_head: GPT-2's head count, this kind's hparams."""
-    return hparams if llama_kind(hparams) else hparams["n_head"]
