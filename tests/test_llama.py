@@ -174,6 +174,8 @@ def edited_config(folder, **changes) -> None:
     ({"hidden_size": 96}, "disagree: embed_tokens.weight should be (320, 96) but is (320, 64)"),
     ({"tie_word_embeddings": False}, "lm_head.weight should be (320, 64) but is no such tensor"),
     ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, "sets rope_type='yarn'"),
+    ({"rope_parameters": {"rope_type": "llama3", "rope_theta": 5e5, "factor": 8.0}},
+     "sets rope_type='llama3'"),  # Llama 3.1's, as transformers 5 writes it
     ({"hidden_act": "gelu"}, "sets hidden_act='gelu'")])
 def test_a_config_picogpt_does_not_compute_is_refused(saved_qwen2, tmp_path, cache_home,
                                                       changes, said):

@@ -103,7 +103,9 @@ def download(model_id: str) -> Path:
         info = HfApi().model_info(model_id, files_metadata=True)
         sizes = {sibling.rfilename: sibling.size for sibling in info.siblings or []}
         # the config first: a model of the LLaMA kind reads more files (LLAMA_FILES)
-        config = read_json(fetch(CONFIG)) if CONFIG in sizes else None
+        # (only from a repo with weights picogpt reads: else it is refused before any download)
+        weights = WEIGHTS in sizes or INDEX in sizes
+        config = read_json(fetch(CONFIG)) if CONFIG in sizes and weights else None
         wanted = files_to_fetch(model_id, set(sizes), config)
         if wanted[-1] == INDEX:  # the shards it lists come after it, the weights last
             index = fetch(INDEX)
