@@ -310,3 +310,36 @@ def test_a_conversation_past_the_context_is_one_line(chat_folder):
                                            "passes the model's limit of 40 tokens"):
         list(talking.reply(list(range(30)), 20, Sampling(), np.random.default_rng(0), set()))
     assert talking.ids == []  # nothing was run
+
+
+def test_a_qwen_conversation_grows_its_grouped_cache_and_equals_transformers(tmp_path,
+                                                                               monkeypatch):
+    """Two turns through the LLaMA kind's cache (key/value heads only), grown past its first
+    64 positions: turn two's reply is transformers' greedy reply on the whole conversation."""
+    import torch
+
+    from picogpt.llama import head_argument, llama_kind
+    from scripts.fixtures.llama import random_llama
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    folder = tmp_path / "qwen2"
+    tokenizer = qwen_tokenizer(folder, template("qwen2.5"))
+    model = random_llama("qwen2", vocab_size=len(tokenizer), max_position_embeddings=256)
+    model.save_pretrained(folder)
+    encoder, hparams, params = load_hf(str(folder))
+    chat = read_chat(folder, encoder.n_vocab, encoder.end)
+    talking = Conversation(params, head_argument(hparams), 256, llama_kind(hparams))
+    messages = [*SYSTEM]
+    for turn in ("你好", "写一句诗"):
+        messages.append({"role": "user", "content": turn})
+        ids = chat_ids(encoder, chat["template"], messages, chat["tokens"])
+        reply = list(talking.reply(ids, 12, Sampling(), np.random.default_rng(0),
+                                   chat["ends"]))
+        with torch.no_grad():
+            out = model.generate(torch.tensor([ids]), max_new_tokens=12, do_sample=False)[0]
+        expected = out[len(ids):].tolist()
+        expected = expected[: next((i for i, t in enumerate(expected) if t in chat["ends"]),
+                                   len(expected))]
+        assert reply == expected, turn
+        messages.append({"role": "assistant", "content": encoder.decode(reply)})
+    assert talking.cache.layers[0].k.shape[-3:] == (2, 128, 16)  # 2 key/value heads, grown
