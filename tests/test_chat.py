@@ -318,7 +318,7 @@ def test_a_qwen_conversation_grows_its_grouped_cache_and_equals_transformers(tmp
     64 positions: turn two's reply is transformers' greedy reply on the whole conversation."""
     import torch
 
-    from picogpt.llama import head_argument, llama_kind
+    from picogpt.kinds import kind_of
     from scripts.fixtures.llama import random_llama
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
@@ -328,7 +328,8 @@ def test_a_qwen_conversation_grows_its_grouped_cache_and_equals_transformers(tmp
     model.save_pretrained(folder)
     encoder, hparams, params = load_hf(str(folder))
     chat = read_chat(folder, encoder.n_vocab, encoder.end)
-    talking = Conversation(params, head_argument(hparams), 256, llama_kind(hparams))
+    kind = kind_of(hparams)  # the table's row, as a loaded model holds it
+    talking = Conversation(params, kind.runs_with(hparams), 256, kind.engine)
     messages = [*SYSTEM]
     for turn in ("你好", "写一句诗"):
         messages.append({"role": "user", "content": turn})
