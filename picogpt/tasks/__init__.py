@@ -24,6 +24,7 @@ import numpy as np
 from .. import inside
 from .. import train as training
 from ..generate import generate
+from ..kinds import KINDS
 from ..llama import folder as llama_folder
 from ..llama import train as llama_training
 from ..model import gpt2
@@ -157,16 +158,17 @@ class Block:
 
 def block(run: Run, n_vocab: int) -> Block:
     """The block run trains, for a vocabulary of n_vocab tokens."""
-    if run.model == "llama":
-        lt = llama_training
-        hparams = lt.hparams(n_vocab, run.n_ctx, run.n_embd, run.n_head, run.n_layer,
-                             run.n_kv_head, run.n_ffn, run.rope_theta)
+    if run.model == "llama":  # its row of the table of kinds, hparams from the run's flags
+        row = KINDS["llama"]
+        hparams = llama_training.hparams(n_vocab, run.n_ctx, run.n_embd, run.n_head,
+                                         run.n_layer, run.n_kv_head, run.n_ffn, run.rope_theta)
         return Block(
-            hparams, lambda rng: lt.init_params(hparams, rng), lt.step(hparams),
-            lambda ids, params: lt.logits(ids, params, hparams),
+            hparams, lambda rng: row.init(hparams, rng),
+            lambda batch, params: row.loss_and_grads(batch, params, hparams),
+            lambda ids, params: row.forward(ids, params, hparams),
             lambda params, ids: training.windowed_loss(
-                ids, run.n_ctx, lambda rows: lt.logits(rows, params, hparams), n_vocab),
-            lambda ids, params, names=None: lt.trace(ids, params, hparams, names),
+                ids, run.n_ctx, lambda rows: row.forward(rows, params, hparams), n_vocab),
+            lambda ids, params, names=None: row.trace(ids, params, hparams, names),
             lambda params, *args: continuation(params, hparams, *args),  # its engine's
             lambda chars: llama_folder.hf_files(hparams, chars.tokens, chars.start,
                                                 chars.unknown),
