@@ -4,7 +4,7 @@ kvcache.py's cache, for grouped-query attention: a layer stores only the n_kv_he
 heads (Qwen2.5-0.5B: 2 of 14, a seventh of the memory multi-head attention would take), and its
 `attend` hands model.py's grouped attention all of them. Positions of new tokens start at the
 cache's n_past, so their rotations (rope) continue where the prompt left off. The functions take
-the model's hparams where GPT-2's take n_head (llama/__init__.py says why). The blocks are
+the model's hparams where GPT-2's take n_head (kinds.py: Kind.runs_with). The blocks are
 llama/fast.py's copies of model.py's, shaped for a decode step's few rows.
 """
 
