@@ -34,7 +34,8 @@ def generate(input_ids: Sequence[int], params: dict, n_head: int | dict, n_token
     `encoder` to read the text; the token that completes it is yielded). Empty input_ids start
     from the vocabulary's start token, as a document starts. A `constraint` (constraints.py's
     `verse`) allows only the tokens that keep its form, before the filters, and ends the text
-    when the form is complete.
+    when the form is complete. n_head is a GPT-2's head count; a model of another kind gives
+    its hparams whole in its place (`loaded.kind.runs_with(hparams)`).
     """
     samples = checked(input_ids, params, n_head, n_tokens, 1, 0, top_k=top_k, top_p=top_p,
                       temperature=temperature, seed=seed, repetition_penalty=repetition_penalty,
