@@ -337,10 +337,10 @@ def test_help_says_each_flag_whole_and_opens_with_the_command(command):
     import subprocess
     import sys
 
-    from picogpt.cli import run
+    from picogpt.cli import generate
 
-    function = {("picogpt",): run.generate_text,
-                ("picogpt", "--score"): run.score_text}[tuple(command[1:])]
+    function = {("picogpt",): generate.generate_text,
+                ("picogpt", "--score"): generate.score_text}[tuple(command[1:])]
     done = subprocess.run([sys.executable, *command, "--help"], capture_output=True, text=True,
                           env={**os.environ, "PAGER": "cat"})
     assert done.returncode == 0 and done.stderr == "", done.stderr
@@ -443,7 +443,7 @@ def test_temperature_without_sampling_says_it_changes_nothing(tiny, vocab_dir):
 ])
 def test_a_page_that_cannot_be_written_is_refused_before_any_work(tiny, tmp_path, monkeypatch,
                                                                    path, message):
-    from picogpt.cli import run as cli
+    from picogpt.cli import generate as cli
 
     def never(*args):
         raise AssertionError("the model was loaded before the page's path was checked")
