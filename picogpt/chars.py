@@ -14,10 +14,22 @@ or three byte tokens (docs/poems.md measures all three). `Chars` has the face `E
 `prompt_ids`, `outside`), so every command runs it unchanged. It also holds `paragraphs`, the
 one rule that cuts a text (or a file of poems) into the pieces a model trains on one at a time,
 which the text task and the poems' reader (files/poems.py) share. No I/O.
+
+`WordLevel` is the same vocabulary as tokenizer.json describes it (a WordLevel model whose
+pre-tokenizer makes each character a word), in the Hugging Face folders `python -m picogpt.train
+--model llama` writes; it reads any WordLevel tokenizer.json whose words a Split regex cuts (or
+whose whole text is one word): each word one token or the unknown token, added tokens found
+wherever the text holds them, the begin token its post-processor adds, the tokens joined as
+they are when decoding (Fuse).
 """
 
 import re
 from collections import Counter
+
+import regex
+
+from .encoder import added_parts, isolated
+from .errors import PicoGPTError, _
 
 START, UNKNOWN = "<|start|>", "<|unknown|>"  # the two special tokens, last in the list
 SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|(?<=[。！？])")
@@ -83,3 +95,66 @@ def paragraphs(text: str) -> list[str]:
         cut = len(text.strip()) * 9 // 10
         parts = [text.strip()[:cut], text.strip()[cut:]]
     return parts
+
+
+class WordLevel:
+    """A vocabulary of whole words: `encode(str) -> list[int]`, `decode(list[int]) -> str`."""
+
+    def __init__(self, vocab: dict[str, int], unknown: str | None, *,
+                 pieces: regex.Pattern | None = None, added: tuple[str, ...] = (),
+                 begin: str | None = None, end: str | None = None,
+                 timeout: float | None = None):
+        """vocab: word -> id (added tokens among them); the special tokens by their text."""
+        self.ids = vocab
+        self.tokens = {i: token for token, i in vocab.items()}
+        self.n_vocab = len(vocab)
+        self.unknown = None if unknown is None else vocab[unknown]
+        self.begin = self.start = None if begin is None else vocab[begin]
+        self.end = None if end is None else vocab[end]
+        self.pieces, self.timeout, self.added = pieces, timeout, tuple(added)
+        self.added_at = regex.compile("|".join(
+            regex.escape(token) for token in sorted(added, key=len, reverse=True))) \
+            if added else None
+
+    def words(self, text: str) -> list[tuple[str, bool]]:
+        """text's words, each with whether it is an added token."""
+        return [(word, False) if not is_added else (part, True)
+                for part, is_added in added_parts(text, self.added_at)
+                for word in ([part] if is_added or self.pieces is None
+                             else isolated(part, self.pieces, self.timeout))]
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of text, a word each, without a begin token."""
+        ids = [self.ids.get(word, self.unknown) for word, _added in self.words(text)]
+        if None in ids:
+            word = next(word for word, _added in self.words(text) if word not in self.ids)
+            raise PicoGPTError(_("the vocabulary has no token for {word} and no unknown token "
+                                 "to read it as; write the text without it.").format(
+                                     word=repr(word)))
+        return ids
+
+    def prompt_ids(self, text: str) -> list[int]:
+        """The ids the model is fed for a prompt: the begin token if there is one, then the
+        text's."""
+        ids = ([self.begin] if self.begin is not None else []) + self.encode(text)
+        if not ids:
+            raise PicoGPTError(_("this model's tokenizer puts no token before a text, so there "
+                                 "is nothing to start from: give a prompt."))
+        return ids
+
+    def outside(self, text: str) -> list[str]:
+        """The words of text outside the vocabulary (each becomes the unknown token), once each."""
+        return list(dict.fromkeys(word for word, _added in self.words(text)
+                                  if word not in self.ids))
+
+    def decode(self, ids: list[int]) -> str:
+        """The text of the ids: their tokens joined as they are."""
+        for i in ids:
+            if i not in self.tokens:
+                raise ValueError(f"token id {i!r} is not one of this vocabulary's "
+                                 f"{self.n_vocab} token ids")
+        return "".join(self.tokens[i] for i in ids)
+
+    def decode_bytes(self, ids: list[int]) -> bytes:
+        """The UTF-8 bytes of decode(ids): every token is whole characters."""
+        return self.decode(ids).encode("utf-8")

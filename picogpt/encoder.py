@@ -9,7 +9,19 @@ begins after), `end` (the id that ends a text, or None), `unknown` (the id of a 
 the vocabulary, or None), and `prompt_ids` (what the model is fed for a prompt). GPT-2 has one
 special token, <|endoftext|>, which both ends a document and begins the next, so it is `start`
 and `end`; it is fed before a prompt only when the prompt is empty, as OpenAI's code did.
+
+The same class runs the byte-level BPEs that came after GPT-2's (Qwen's, LLaMA-3's), which
+tokenizer.json describes with a few more settings, all data of the encoder:
+- `normal`: a Unicode normalization run on the text first ("NFC"), or None;
+- `pieces`: the regex that cuts text into pieces before BPE (GPT-2's `PIECES`, or the model's
+  own: Qwen's cuts digits one by one); a regex that came in a download runs under `timeout`;
+- `added`: tokens found wherever the text holds them, before anything else runs (ChatML's
+  <|im_start|> and <|im_end|>, which a chat template writes into the text);
+- `begin`: the id put before every prompt (LLaMA-3's <|begin_of_text|>), or None;
+- `whole`: a piece that is a token as a whole is that token, without merging (LLaMA-3).
 """
+
+import unicodedata
 
 import regex
 
@@ -50,6 +62,38 @@ def merge_pair(tokens: tuple | list, pair: tuple[str, str]) -> tuple:
     return tuple(merged)
 
 
+def added_parts(text: str, added_at: regex.Pattern | None):
+    """text as (part, is it an added token) pairs, in order, the empty parts left out: each
+    match of added_at (the added tokens, longest first) is a part of its own."""
+    at = 0
+    for match in added_at.finditer(text) if added_at else ():
+        if match.start() > at:
+            yield text[at : match.start()], False
+        yield match.group(), True
+        at = match.end()
+    if at < len(text):
+        yield text[at:], False
+
+
+def isolated(text: str, pieces: regex.Pattern, timeout: float | None) -> list[str]:
+    """text cut as tokenizers' Split with behavior "Isolated" cuts it: each match of pieces,
+    and the text between two matches, as a piece of its own. A regex from a download is stopped
+    after timeout seconds per 100,000 characters."""
+    cut, at = [], 0
+    seconds = None if timeout is None else timeout * (1 + len(text) / 100_000)
+    try:
+        for match in pieces.finditer(text, timeout=seconds):
+            cut += [text[at : match.start()]] if match.start() > at else []
+            cut += [match.group()] if match.end() > match.start() else []
+            at = match.end()
+    except TimeoutError:
+        raise PicoGPTError(_("the tokenizer's pre-tokenizer regex took more than {seconds} "
+                             "s on a text of {n} characters, so it was stopped: the regex "
+                             "is unsafe. Use the tokenizer.json the model was released "
+                             "with.").format(seconds=f"{seconds:g}", n=len(text))) from None
+    return [*cut, text[at:]] if at < len(text) else cut
+
+
 def added_bytes(encoder, previous: list[int], token: int) -> bytes:
     """The bytes token adds to a text that ends with the ids in previous (the last one is
     enough): a BPE token's own bytes; for WordPiece, whose space before a word depends on the
@@ -59,23 +103,40 @@ def added_bytes(encoder, previous: list[int], token: int) -> bytes:
 
 
 class Encoder:
-    """GPT-2's tokenizer: `encode(str) -> list[int]`, `decode(list[int]) -> str`."""
+    """A byte-level BPE tokenizer: `encode(str) -> list[int]`, `decode(list[int]) -> str`."""
 
-    def __init__(self, encoder: dict[str, int], merges: list[tuple[str, str]]):
+    def __init__(self, encoder: dict[str, int], merges: list[tuple[str, str]], *,
+                 pieces: regex.Pattern = PIECES, normal: str | None = None,
+                 added: tuple[str, ...] = (), begin: str | None = None,
+                 start: str | None = SPECIAL, end: str | None = SPECIAL, whole: bool = False,
+                 timeout: float | None = None):
+        """GPT-2's tokenizer from its table and merges; the keywords describe a later one,
+        each special token (begin, start, end) named by its text in the table."""
         self.encoder = encoder  # token spelled in bytes_to_unicode's alphabet -> id
         self.n_vocab = len(encoder)
-        self.start = self.end = encoder[SPECIAL]  # 50256 in GPT-2's table
+        self.start = None if start is None else encoder[start]  # 50256 in GPT-2's table
+        self.end = None if end is None else encoder[end]
+        self.begin = None if begin is None else encoder[begin]
         self.unknown = None  # 256 byte tokens: every text encodes
         self.ranks = {pair: rank for rank, pair in enumerate(merges)}  # lower merges first
+        self.pieces, self.normal, self.whole, self.timeout = pieces, normal, whole, timeout
+        self.added = tuple(added)
+        # longest first, so that of two added tokens starting at one place the longer wins
+        self.added_at = regex.compile("|".join(
+            regex.escape(token) for token in sorted(added, key=len, reverse=True))) \
+            if added else None
         byte_to_char = bytes_to_unicode()
         self.byte_to_char = [byte_to_char[b] for b in range(256)]
         char_to_byte = {c: b for b, c in byte_to_char.items()}
-        self.token_bytes = {i: bytes(char_to_byte[c] for c in token)
+        self.token_bytes = {i: token.encode("utf-8") if token in self.added
+                            else bytes(char_to_byte[c] for c in token)
                             for token, i in encoder.items()}
         self.piece_ids: dict[str, list[int]] = {}  # memo: text pieces repeat a lot
 
     def bpe(self, piece: str) -> list[str]:
         """Split one piece into tokens by applying the lowest-ranked merge until none applies."""
+        if self.whole and piece in self.encoder:
+            return [piece]
         parts = list(piece)
         while len(parts) > 1:
             pairs = set(zip(parts, parts[1:]))
@@ -86,19 +147,41 @@ class Encoder:
         return list(parts)
 
     def encode(self, text: str) -> list[int]:
-        """Token ids of text; "<|endoftext|>" written in the text is plain text, as in OpenAI's."""
+        """Token ids of text, without a begin token. "<|endoftext|>" written in the text is
+        plain text for GPT-2, as in OpenAI's; a later tokenizer's added tokens are found in it."""
         ids = []
-        for piece in PIECES.findall(text):
-            if piece not in self.piece_ids:
-                spelled = "".join(self.byte_to_char[b] for b in piece.encode("utf-8"))
-                self.piece_ids[piece] = [self.encoder[token] for token in self.bpe(spelled)]
-            ids += self.piece_ids[piece]
+        for part, is_added in self.parts(text):
+            if is_added:
+                ids.append(self.encoder[part])
+                continue
+            for piece in self.cut(unicodedata.normalize(self.normal, part) if self.normal
+                                  else part):
+                if piece not in self.piece_ids:
+                    spelled = "".join(self.byte_to_char[b] for b in piece.encode("utf-8"))
+                    self.piece_ids[piece] = [self.encoder[token] for token in self.bpe(spelled)]
+                ids += self.piece_ids[piece]
         return ids
 
+    def parts(self, text: str):
+        """text as (part, is it an added token) pairs: added_parts with this tokenizer's."""
+        return added_parts(text, self.added_at)
+
+    def cut(self, text: str) -> list[str]:
+        """text cut into the pieces BPE runs on (GPT-2's regex, or the tokenizer's own)."""
+        return PIECES.findall(text) if self.pieces is PIECES else \
+            isolated(text, self.pieces, self.timeout)
+
     def prompt_ids(self, text: str) -> list[int]:
-        """The ids the model is fed for a prompt: its tokens, or <|endoftext|> alone for an
-        empty prompt, as GPT-2 saw the start of a document."""
-        return self.encode(text) or [self.start]
+        """The ids the model is fed for a prompt: the begin token if the tokenizer adds one, then
+        the text's tokens; for GPT-2, <|endoftext|> alone for an empty prompt, as GPT-2 saw the
+        start of a document."""
+        if self.begin is not None:
+            return [self.begin, *self.encode(text)]
+        ids = self.encode(text) or ([self.start] if self.start is not None else [])
+        if not ids:
+            raise PicoGPTError(_("this model's tokenizer puts no token before a text, so there "
+                                 "is nothing to start from: give a prompt."))
+        return ids
 
     def outside(self, text: str) -> list[str]:
         """The words of text that would become the unknown token: none, for byte-level BPE."""

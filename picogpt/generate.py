@@ -4,7 +4,9 @@ It holds the three ways to generate, which differ only in what they yield: `gene
 `generate_steps` (each token with the candidates it was picked from) and `generate_samples`
 (several samples decoded together). How a token is picked is sampling.py's; the keys and values
 kept between steps are kvcache.py's; a form the text must keep (`constraint=`, a poem's lines) is
-constraints.py's, applied here as a mask before the filters.
+constraints.py's, applied here as a mask before the filters. Another kind of model (the LLaMA
+kind) runs through its own engine, its row of the table of kinds says which (kinds.py); its
+hparams go where GPT-2's n_head goes (`Kind.runs_with`).
 """
 
 from collections.abc import Iterator, Sequence
@@ -14,11 +16,11 @@ import numpy as np
 from .constraints import Verse, masked
 from .encoder import END_OF_TEXT, Encoder, added_bytes, model_tokens
 from .errors import PicoGPTError, _, number, text, whole_number
-from .kvcache import KVCache, decode_step, prefill
+from .kinds import running
 from .sampling import Sampling, Step, describe, sample_rngs
 
 
-def generate(input_ids: Sequence[int], params: dict, n_head: int, n_tokens: int, *,
+def generate(input_ids: Sequence[int], params: dict, n_head: int | dict, n_tokens: int, *,
              top_k: int | None = None, top_p: float | None = None, temperature: float = 1.0,
              seed: int | None = None, repetition_penalty: float = 1.0, stop_at_end: bool = True,
              stop: str | None = None, encoder: Encoder | None = None,
@@ -32,7 +34,8 @@ def generate(input_ids: Sequence[int], params: dict, n_head: int, n_tokens: int,
     `encoder` to read the text; the token that completes it is yielded). Empty input_ids start
     from the vocabulary's start token, as a document starts. A `constraint` (constraints.py's
     `verse`) allows only the tokens that keep its form, before the filters, and ends the text
-    when the form is complete.
+    when the form is complete. n_head is a GPT-2's head count; a model of another kind gives
+    its hparams whole in its place (`loaded.kind.runs_with(hparams)`).
     """
     samples = checked(input_ids, params, n_head, n_tokens, 1, 0, top_k=top_k, top_p=top_p,
                       temperature=temperature, seed=seed, repetition_penalty=repetition_penalty,
@@ -41,7 +44,7 @@ def generate(input_ids: Sequence[int], params: dict, n_head: int, n_tokens: int,
     return (token for _, token in samples)
 
 
-def generate_steps(input_ids: Sequence[int], params: dict, n_head: int, n_tokens: int, *,
+def generate_steps(input_ids: Sequence[int], params: dict, n_head: int | dict, n_tokens: int, *,
                    candidates: int = 10, **settings) -> Iterator[Step]:
     """generate's tokens, each as a Step that also holds the `candidates` most likely tokens
     and their probabilities before and after the filters. Takes generate's settings."""
@@ -50,7 +53,7 @@ def generate_steps(input_ids: Sequence[int], params: dict, n_head: int, n_tokens
     return (step for _, step in steps)
 
 
-def generate_samples(input_ids: Sequence[int], params: dict, n_head: int, n_tokens: int, *,
+def generate_samples(input_ids: Sequence[int], params: dict, n_head: int | dict, n_tokens: int, *,
                      n_samples: int, **settings) -> Iterator[tuple[int, int]]:
     """n_samples samples decoded together in one batch, yielded step by step as (sample, token
     id) pairs. Takes generate's settings; sample i comes from its own generator, made from
@@ -59,30 +62,31 @@ def generate_samples(input_ids: Sequence[int], params: dict, n_head: int, n_toke
     return checked(input_ids, params, n_head, n_tokens, n_samples, 0, **settings)
 
 
-def checked(input_ids: Sequence[int], params: dict, n_head: int, n_tokens: int, n_samples: int,
-            candidates: int, *, top_k: int | None = None, top_p: float | None = None,
-            temperature: float = 1.0, seed: int | None = None, repetition_penalty: float = 1.0,
-            stop_at_end: bool = True, stop: str | None = None,
+def checked(input_ids: Sequence[int], params: dict, n_head: int | dict, n_tokens: int,
+            n_samples: int, candidates: int, *, top_k: int | None = None,
+            top_p: float | None = None, temperature: float = 1.0, seed: int | None = None,
+            repetition_penalty: float = 1.0, stop_at_end: bool = True, stop: str | None = None,
             encoder: Encoder | None = None,
             constraint: Verse | None = None) -> Iterator[tuple[int, int | Step]]:
     """decode_samples, once the settings are checked: at the call, not at the first token."""
     sampling = Sampling(top_k, top_p, temperature, repetition_penalty)
-    check_settings(n_tokens, sampling, seed, stop, len(params["wte"]))
-    check_context(len(input_ids), n_tokens, len(params["wpe"]))
-    check_ids(input_ids, len(params["wte"]))
+    n_vocab, n_ctx = sizes(params, n_head)
+    check_settings(n_tokens, sampling, seed, stop, n_vocab)
+    check_context(len(input_ids), n_tokens, n_ctx)
+    check_ids(input_ids, n_vocab)
     if stop is not None and encoder is None:
         raise PicoGPTError(_("stop needs encoder= to read the generated text; pass the Encoder "
                              "from load_encoder_hparams_and_params."))
     if constraint is not None:
-        check_constraint(constraint, input_ids, n_tokens, len(params["wte"]))
-    start, end = model_tokens(len(params["wte"]), encoder, needed=not input_ids or stop_at_end)
+        check_constraint(constraint, input_ids, n_tokens, n_vocab)
+    start, end = model_tokens(n_vocab, encoder, needed=not input_ids or stop_at_end)
     return decode_samples([*input_ids] or [start], params, n_head, n_tokens, sampling,
                           sample_rngs(seed, n_samples), end if stop_at_end else None,
                           stop.encode("utf-8") if stop else None, encoder, candidates,
                           constraint)
 
 
-def decode_samples(prompt: list[int], params: dict, n_head: int, n_tokens: int,
+def decode_samples(prompt: list[int], params: dict, n_head: int | dict, n_tokens: int,
                    sampling: Sampling, rngs: list[np.random.Generator],
                    end: int | None = END_OF_TEXT, stop: bytes | None = None,
                    encoder: Encoder | None = None,
@@ -99,13 +103,15 @@ def decode_samples(prompt: list[int], params: dict, n_head: int, n_tokens: int,
     """
     if n_tokens == 0:
         return
+    engine = running(n_head)[0].engine  # the cache and steps of the model's kind
+    new_cache, run_prompt = engine.KVCache, engine.prefill
     if len(rngs) == 1:  # one batch row, its cache sized for the prompt and every new token
-        cache = KVCache(params, n_head, len(prompt) + n_tokens, batch=(1,))
-        logits = prefill([prompt], params, n_head, cache)  # [1, n_vocab]
+        cache = new_cache(params, n_head, len(prompt) + n_tokens, batch=(1,))
+        logits = run_prompt([prompt], params, n_head, cache)  # [1, n_vocab]
     else:  # the samples share the prompt's cache; each caches only its own new positions
-        shared = KVCache(params, n_head, len(prompt))
-        logits = prefill(prompt, params, n_head, shared)[None]  # [1, n_vocab]
-        cache = KVCache(params, n_head, n_tokens, batch=(len(rngs),), prompt=shared)
+        shared = new_cache(params, n_head, len(prompt))
+        logits = run_prompt(prompt, params, n_head, shared)[None]  # [1, n_vocab]
+        cache = new_cache(params, n_head, n_tokens, batch=(len(rngs),), prompt=shared)
     logits = np.broadcast_to(logits, (len(rngs), logits.shape[-1]))  # [n_alive, n_vocab]
     alive = list(range(len(rngs)))  # which sample each batch row holds
     seen = None  # [n_alive, n_vocab] which tokens each sample has had, for the penalty
@@ -148,7 +154,13 @@ def decode_samples(prompt: list[int], params: dict, n_head: int, n_tokens: int,
         ids = np.array([next_ids[row] for row in keep])  # [n_alive]
         if seen is not None:
             seen[np.arange(len(keep)), ids] = True
-        logits = decode_step(ids, params, n_head, cache)  # [n_alive, n_vocab]
+        logits = engine.decode_step(ids, params, n_head, cache)  # [n_alive, n_vocab]
+
+
+def sizes(params: dict, n_head) -> tuple[int, int]:
+    """The model's n_vocab and n_ctx, as its kind reads them (a GPT-2's from wte and wpe)."""
+    kind, hparams = running(n_head)
+    return kind.n_vocab(params), kind.n_ctx(hparams, params)
 
 
 # Temperature and repetition penalty divide float32 logits (GPT-2's reach ~100): outside these

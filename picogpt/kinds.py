@@ -3,13 +3,15 @@ each training task is one row of TASKS.
 
     gpt2         GPT-2 (model.py, fast.py, kvcache.py, inside.py; backward.py and fasttrain.py)
     transformer  the 2017 encoder-decoder of the couplet task (the package transformer/)
+    llama        the LLaMA family's block: LLaMA, Qwen2/2.5, Qwen3 (the package llama/)
 
 A model folder's hparams.json names its kind: {"model": "transformer", ...}. No "model" is GPT-2,
 as in every folder written before the table (OpenAI's hparams.json has none). `kind_of` reads it,
 once, when a folder loads; everything after asks the record: which hparams the kind has and how
 they are checked, the shape of every weight, the first weights, the forward pass (logits), the
 loss and its gradients, the trace, one decoding step, and the parameter groups an optimizer
-treats apart (optim.py), named by tree.py's flat names.
+treats apart (optim.py), named by tree.py's flat names; and, for a kind that writes text, the
+engine generate.py and score.py run it with (its KV cache, prefill, scoring windows).
 
 A new kind is one package of the book named for it (picogpt/llama/, say) and one entry in KINDS.
 Nothing here reads a file or prints.
@@ -17,19 +19,23 @@ Nothing here reads a file or prints.
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 from . import fasttrain, inside, kvcache
 from .errors import N_, PicoGPTError, _
+from .llama import engine as llama_engine
+from .llama import train as llama_train
 from .model import gpt2
-from .optim import leaf_groups
+from .optim import GROUPS, leaf_groups
 from .train import init_params as gpt2_init
 from .transformer import backward as transformer_backward
 from .transformer import decode, encode, logits, padding_mask, tables
 from .transformer import init_params as transformer_init
 from .transformer import inside as transformer_inside
+from .tree import flatten
 
 
 def whole(value: Any) -> bool:
@@ -70,7 +76,14 @@ class Kind:
     value}); decode_step(ids, params, hparams, state) -> the next token's logits, where state is
     what the kind carries from step to step (GPT-2: its KVCache; the encoder-decoder: the
     encoder's memory); init(hparams, rng) -> params; param_groups(params) -> {"matrices",
-    "embeddings", "gains", "biases"}: lists of flat names."""
+    "embeddings", "gains", "biases"}: lists of flat names.
+
+    engine is the module that runs a text-writing kind for generate.py, score.py and a chat: its
+    `KVCache` (params, n_head, n_positions, batch=(), prompt=None), `prefill` and `decode_step`
+    (ids, params, n_head, cache) -> the last logits, `window_stream` (ids, params, n_head) -> a
+    scoring window's last residual stream, and `final_logits` (x, params, n_head) -> logits;
+    each takes, in GPT-2's n_head place, what `runs_with(hparams)` gives (GPT-2: its n_head, as
+    picoGPT's generate takes it; another kind: its hparams whole)."""
 
     name: str  # hparams.json's "model"; "gpt2" is written as no "model" at all
     title: str  # how a message names it
@@ -90,9 +103,19 @@ class Kind:
     # table may be padded past its tokenizer; unset, they stay as they are
     fit_vocabulary: Callable | None = None
     seq2seq: bool = False  # reads a source and writes a target (a couplet model), not a text
+    engine: ModuleType | None = None  # runs a kind that writes text (see above)
+    views: bool = True  # whether --explain and --explore show its insides
+    # scoring feeds the start token before a text, so its first token is scored too (GPT-2);
+    # False: the text as its tokenizer gives it (a begin token or not), its first id unscored,
+    # as transformers' perplexity recipe
+    scores_first: bool = True
 
     def __repr__(self) -> str:
         return f"Kind({self.name!r})"
+
+    def runs_with(self, hparams: dict) -> int | dict:
+        """What the engine's functions (generate, score) take in GPT-2's n_head place."""
+        return hparams["n_head"] if self.name == "gpt2" else hparams
 
     def saved(self, hparams: dict) -> dict:
         """hparams as this kind's hparams.json holds them: its "model" (none for GPT-2), then
@@ -125,6 +148,14 @@ def kind_of(hparams: dict, source: str = "hparams", fix: str = "") -> Kind:
                              "{model!r}); picogpt knows {kinds}. {fix}").format(
             source=source, model=name, kinds=", ".join(KINDS), fix=fix).strip())
     return KINDS[name]
+
+
+def running(n_head: int | dict) -> tuple[Kind, dict]:
+    """The kind and hparams of what generate() and score() were given in n_head's place
+    (`Kind.runs_with`): a GPT-2's head count, or a model's hparams whole."""
+    if isinstance(n_head, dict):
+        return kind_of(n_head), n_head
+    return GPT2, {"n_head": n_head}
 
 
 # GPT-2 ---------------------------------------------------------------------------------------
@@ -167,7 +198,7 @@ GPT2 = Kind(
     param_groups=leaf_groups,
     n_vocab=lambda params: params["wte"].shape[0],
     n_ctx=lambda hparams, params: params["wpe"].shape[0],
-    fit_vocabulary=gpt2_fit_vocabulary)
+    fit_vocabulary=gpt2_fit_vocabulary, engine=kvcache)
 
 
 # The 2017 encoder-decoder ---------------------------------------------------------------------
@@ -247,6 +278,76 @@ TRANSFORMER = Kind(
     fits=seq2seq_fits, seq2seq=True)
 
 
+# The LLaMA family's block (LLaMA, Qwen2/2.5, Qwen3) -------------------------------------------
+
+def llama_shapes(hparams: dict) -> dict[str, tuple[int, ...]]:
+    """The flat name and shape of every tensor of a LLaMA-kind model with these hparams: Hugging
+    Face's names with "model." dropped and layers.{i} -> h{i}, weights [n_out, n_in]."""
+    e, f, d = hparams["n_embd"], hparams["n_ffn"], hparams["d_head"]
+    q, kv = hparams["n_head"] * d, hparams["n_kv_head"] * d
+    block = {"input_layernorm.weight": (e,), "post_attention_layernorm.weight": (e,),
+             "self_attn.q_proj.weight": (q, e), "self_attn.k_proj.weight": (kv, e),
+             "self_attn.v_proj.weight": (kv, e), "self_attn.o_proj.weight": (e, q),
+             "mlp.gate_proj.weight": (f, e), "mlp.up_proj.weight": (f, e),
+             "mlp.down_proj.weight": (e, f)}
+    if hparams["qkv_bias"]:  # Qwen2
+        block |= {"self_attn.q_proj.bias": (q,), "self_attn.k_proj.bias": (kv,),
+                  "self_attn.v_proj.bias": (kv,)}
+    if hparams["qk_norm"]:  # Qwen3
+        block |= {"self_attn.q_norm.weight": (d,), "self_attn.k_norm.weight": (d,)}
+    shapes = {"embed_tokens.weight": (hparams["n_vocab"], e), "norm.weight": (e,)}
+    if not hparams["tied"]:
+        shapes["lm_head.weight"] = (hparams["n_vocab"], e)
+    return shapes | {f"h{i}.{name}": shape for i in range(hparams["n_layer"])
+                     for name, shape in block.items()}
+
+
+def llama_groups(params: dict) -> dict[str, list[str]]:
+    """The parameter groups of a LLaMA-kind tree, by Hugging Face's names: the token table and
+    an untied head are embeddings, every norm's weight a gain, a bias a bias, any other weight a
+    matrix."""
+    groups = {group: [] for group in GROUPS}
+    for name in flatten(params):
+        group = ("embeddings" if name.split(".")[0] in ("embed_tokens", "lm_head") else
+                 "gains" if name.rsplit(".", 2)[-2].endswith("norm") else
+                 "biases" if name.endswith(".bias") else "matrices")
+        groups[group].append(name)
+    return groups
+
+
+def llama_fits(hparams: dict, source: str, fix: str) -> None:
+    """Raise unless the query heads split into groups, one per key/value head."""
+    if hparams["n_head"] % hparams["n_kv_head"]:
+        raise PicoGPTError(_("{source}: n_head={n_head} is not a multiple of n_kv_head="
+                             "{n_kv_head}; {fix}.").format(
+            source=source, n_head=hparams["n_head"], n_kv_head=hparams["n_kv_head"], fix=fix))
+
+
+def llama_fit_vocabulary(hparams: dict, params: dict, n_vocab: int) -> tuple[dict, dict]:
+    """The embedding (and an untied head) cut to the tokenizer's n_vocab rows: Qwen pads its
+    151,665 tokens to 151,936 rows, and a row no token has must never be sampled."""
+    if n_vocab >= params["embed_tokens"]["weight"].shape[0]:
+        return hparams, params
+    cut = {"embed_tokens": {"weight": params["embed_tokens"]["weight"][:n_vocab]}}
+    if "lm_head" in params:
+        cut["lm_head"] = {"weight": params["lm_head"]["weight"][:n_vocab]}
+    return {**hparams, "n_vocab": n_vocab}, {**params, **cut}
+
+
+LLAMA = Kind(
+    name="llama", title="LLaMA",  # hparams.json: {"model": "llama", ...}
+    hparams={**{key: whole for key in ("n_vocab", "n_ctx", "n_embd", "n_head", "n_kv_head",
+                                       "d_head", "n_ffn", "n_layer")},
+             "rope_theta": positive, "norm_eps": positive, "tied": flag, "qkv_bias": flag,
+             "qk_norm": flag},
+    shapes=llama_shapes, stacks={"n_layer": ""}, init=llama_train.init_params,
+    forward=llama_train.logits, loss_and_grads=llama_train.loss_and_grads,
+    trace=llama_train.trace, decode_step=llama_engine.decode_step, param_groups=llama_groups,
+    n_vocab=llama_engine.n_vocab, n_ctx=lambda hparams, params: hparams["n_ctx"],
+    fits=llama_fits, fit_vocabulary=llama_fit_vocabulary, engine=llama_engine,
+    views=False, scores_first=False)
+
+
 # The table: hparams.json's "model" -> its kind
-KINDS: dict[str, Kind] = {"gpt2": GPT2, "transformer": TRANSFORMER}
+KINDS: dict[str, Kind] = {"gpt2": GPT2, "transformer": TRANSFORMER, "llama": LLAMA}
 

@@ -19,16 +19,14 @@ import numpy as np
 
 from .encoder import model_tokens
 from .errors import PicoGPTError, _, whole_number
-from .fast import layer_norm, transformer_block, unembed
-from .generate import check_ids
-from .kvcache import LayerCache
-from .model import embed
+from .generate import check_ids, sizes
+from .kinds import running
+from .kvcache import SCORE_CHUNK, window_stream  # noqa: F401 (GPT-2's, where they were)
 from .sampling import most_likely
 
-# Positions per pass through a block, and positions whose [n, n_vocab] logits are made at once:
-# bigger passes score faster but hold more at once (the trade measured: docs/performance.md,
-# "Scoring").
-SCORE_CHUNK = 256
+# Positions whose [n, n_vocab] logits are made at once, and (kvcache.py's SCORE_CHUNK) positions
+# per pass through a block: bigger passes score faster but hold more at once (the trade
+# measured: docs/performance.md, "Scoring").
 LOGITS_CHUNK = 64
 
 
@@ -55,7 +53,8 @@ def score(ids: Sequence[int], params: dict, n_head: int, *, stride: int | None =
 def score_windows(ids: Sequence[int], params: dict, n_head: int, stride: int | None = None,
                   top: int = 0, start_id: int | None = None) -> Iterator[Scores]:
     """Score ids window by window (see the module's docstring), yielding each window's Scores."""
-    n_ctx, n_vocab = len(params["wpe"]), len(params["wte"])
+    n_vocab, n_ctx = sizes(params, n_head)
+    engine = running(n_head)[0].engine  # the model's kind runs its windows
     stride = n_ctx // 2 if stride is None else stride
     check_score_settings(len(ids), stride, n_ctx)
     check_ids(ids, n_vocab)
@@ -66,37 +65,23 @@ def score_windows(ids: Sequence[int], params: dict, n_head: int, stride: int | N
     scored = 0  # ids[:scored] have their scores
     for start in range(0, len(ids), stride):
         end = min(start + n_ctx, len(ids))  # this window feeds inputs[start:end]
-        x = window_stream(inputs[start:end], params, n_head)  # [end - start, n_embd]
+        x = engine.window_stream(inputs[start:end], params, n_head)  # [end - start, n_embd]
         for chunk in range(scored, end, LOGITS_CHUNK):
             stop = min(chunk + LOGITS_CHUNK, end)
-            yield chunk_scores(chunk, x[chunk - start : stop - start], params,
-                               np.asarray(ids[chunk:stop]), top)
+            rows = x[chunk - start : stop - start]
+            logits = engine.final_logits(rows, params, n_head)  # [n, n_vocab]
+            yield chunk_scores(chunk, logits, np.asarray(ids[chunk:stop]), top)
         scored = end
         if scored == len(ids):
             return
 
 
-def window_stream(inputs: Sequence[int], params: dict, n_head: int) -> np.ndarray:
-    """The last residual stream of one window, from position 0, one block at a time."""
-    # [n] ids -> [n, n_embd]. Block by block, not chunk by chunk as generate's prefill: only
-    # one block's keys and values are ever held (all 12 of a 1024-token window are 72 MiB on
-    # the 124M), and each block's weights serve every chunk in turn.
-    x = embed(inputs, params["wte"], params["wpe"])  # [n, n_embd]
-    for block in params["blocks"]:
-        cache = LayerCache((n_head, len(inputs), x.shape[-1] // n_head), x.dtype)  # this block's
-        for start in range(0, len(inputs), SCORE_CHUNK):
-            rows = slice(start, start + SCORE_CHUNK)
-            x[rows] = transformer_block(x[rows], **block, n_head=n_head, attend=cache.attend)
-    return x
-
-
-def chunk_scores(start: int, x: np.ndarray, params: dict, targets: np.ndarray,
-                 top: int) -> Scores:
-    """Log-probabilities, ranks and the top candidates of targets after last residual rows x."""
-    # [n, n_embd], [n] -> Scores
-    logprobs = unembed(layer_norm(x, **params["ln_f"]), params["wte"])  # [n, n_vocab] logits,
-    # then their log-softmax, in place (fewer [n, n_vocab] copies lowered scoring's peak
-    # memory), shifted by the maximum so no probability is exponentiated into 0 before its log
+def chunk_scores(start: int, logprobs: np.ndarray, targets: np.ndarray, top: int) -> Scores:
+    """Log-probabilities, ranks and the top candidates of targets, from the logits before them
+    (logprobs is overwritten)."""
+    # [n, n_vocab], [n] -> Scores. The logits' log-softmax, in place (fewer [n, n_vocab]
+    # copies lowered scoring's peak memory), shifted by the maximum so no probability is
+    # exponentiated into 0 before its log
     logprobs -= np.max(logprobs, axis=-1, keepdims=True)
     logprobs -= np.log(np.sum(np.exp(logprobs), axis=-1, keepdims=True))
     picked = np.take_along_axis(logprobs, targets[:, None], axis=-1)  # [n, 1]

@@ -18,7 +18,7 @@ from picogpt.files.loaded_model import load_model
 from picogpt.tasks import couplet
 from picogpt.tasks.ngram import aligned_loss, unigram_probs
 from picogpt.transformer import decode, encode, logits
-from picogpt.transformer.decode import answer_each
+from picogpt.transformer.decoding import answer_each
 
 # Traditional characters whose simplified forms differ, and their simplified forms
 TRADITIONAL, SIMPLIFIED = "風雲龍鳥東長門開書車馬魚", "风云龙鸟东长门开书车马鱼"

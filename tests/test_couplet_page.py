@@ -390,7 +390,7 @@ def test_a_couplet_pages_data_is_json_the_page_reads_and_the_explore_refusal_sta
     refuses a couplet model in one line."""
     from test_openai import assert_one_line_error
 
-    from picogpt.transformer.decode import read_pair
+    from picogpt.transformer.decoding import read_pair
     from picogpt.web.couplet import couplet_data
 
     loaded = load_model("rnd", str(models))

@@ -370,7 +370,7 @@ def test_finished_samples_leave_the_batch(tiny_end, monkeypatch):
     hparams, params = load(tiny_end.models_dir)
     batch_sizes = []
 
-    generate_module = importlib.import_module("picogpt.generate")
+    generate_module = importlib.import_module("picogpt.kvcache")  # GPT-2's engine's step
     real_step = generate_module.decode_step
 
     def counting_step(inputs, *args):  # the decode steps' passes (the prompt goes by prefill)

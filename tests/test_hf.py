@@ -228,8 +228,8 @@ def edit_config(**changes):
 @pytest.mark.parametrize("change, message", [
     (pytorch_only, "has no model.safetensors; it holds pytorch_model.bin: load it with "
                    "transformers and re-save it"),
-    (edit_config(model_type="llama"), "describes a 'llama' model; picogpt runs GPT-2's "
-                                      "architecture only"),
+    (edit_config(model_type="mistral"), "describes a 'mistral' model; picogpt runs GPT-2's "
+                                        "architecture (model_type"),
     (lambda folder: (folder / "merges.txt").unlink(), "holds no whole vocabulary "
                                                       "(vocab.json without merges.txt)"),
     (edit_config(n_embd=64), "does not match"),

@@ -21,7 +21,10 @@ from picogpt.tree import flatten
 
 HPARAMS = {"gpt2": {"n_vocab": 11, "n_ctx": 8, "n_embd": 8, "n_head": 2, "n_layer": 2},
            "transformer": {"model": "transformer", "n_vocab": 11, "n_ctx": 8, "n_embd": 8,
-                           "n_head": 2, "n_layer": 1, "n_dec_layer": 2, "norm_first": True}}
+                           "n_head": 2, "n_layer": 1, "n_dec_layer": 2, "norm_first": True},
+           "llama": {"model": "llama", "n_vocab": 11, "n_ctx": 8, "n_embd": 8, "n_head": 2,
+                     "n_kv_head": 1, "d_head": 4, "n_ffn": 12, "n_layer": 2, "rope_theta": 1e4,
+                     "norm_eps": 1e-6, "tied": True, "qkv_bias": False, "qk_norm": False}}
 
 
 def inputs(name: str, rng) -> tuple:
@@ -90,7 +93,8 @@ def test_param_groups_hold_every_weight_once_and_decay_today_what_ndim_did(name)
     assert sorted(names) == sorted(flatten(params))
     assert set(groups["matrices"] + groups["embeddings"]) == {
         n for n, a in flatten(params).items() if a.ndim == 2}
-    assert set(groups["embeddings"]) == ({"wte", "wpe"} if name == "gpt2" else {"embed"})
+    assert set(groups["embeddings"]) == {"gpt2": {"wte", "wpe"}, "transformer": {"embed"},
+                                         "llama": {"embed_tokens.weight"}}[name]
 
 
 @pytest.mark.parametrize("name", list(KINDS))
@@ -131,7 +135,7 @@ def test_an_unknown_kind_in_a_folder_is_one_line_naming_the_kinds(tmp_path):
                {"chars.json": [*"abcdefghi", "<|unknown|>", "<|start|>"]})
     (tmp_path / "m" / "hparams.json").write_text(json.dumps({**hparams, "model": "mamba"}))
     message = (f"{tmp_path / 'm' / 'hparams.json'} names a kind of model picogpt does not know "
-               "(model 'mamba'); picogpt knows gpt2, transformer.")
+               "(model 'mamba'); picogpt knows gpt2, transformer, llama.")
     with pytest.raises(PicoGPTError, match=message.replace("(", r"\(").replace(")", r"\)")):
         load_model("m", str(tmp_path))
     assert_one_line_error(picogpt("ab", "--model_size", "m", "--models_dir", str(tmp_path)),
@@ -151,3 +155,66 @@ def test_an_encoder_decoder_folder_written_before_the_table_loads_unchanged(tmp_
     assert loaded.kind is KINDS["transformer"] and loaded.hparams == hparams
     for key, array in flatten(params).items():
         np.testing.assert_array_equal(flatten(loaded.params)[key], array)
+
+
+def test_the_llama_row_is_the_third_and_points_at_the_llama_package():
+    """The LLaMA kind is one row of the table, its functions the book package's own."""
+    from picogpt.llama import engine, train
+
+    row = KINDS["llama"]
+    assert list(KINDS) == ["gpt2", "transformer", "llama"] and row.name == "llama"
+    assert kind_of({"model": "llama"}) is row and not row.seq2seq
+    assert (row.init, row.forward, row.loss_and_grads, row.trace, row.decode_step,
+            row.engine) == (train.init_params, train.logits, train.loss_and_grads, train.trace,
+                            engine.decode_step, engine)
+
+
+def llama_hf_folder(folder, rng) -> dict:
+    """A Hugging Face folder of the LLaMA kind, as python -m picogpt.train --model llama writes
+    one (config.json, model.safetensors, a character tokenizer.json), and picogpt's hparams.json
+    beside it; its params."""
+    import safetensors.numpy
+
+    from picogpt.chars import Chars
+    from picogpt.llama.folder import hf_arrays, hf_files
+
+    chars = Chars([*"abcdefghi", "<|unknown|>", "<|start|>"])
+    hparams = {**HPARAMS["llama"], "n_vocab": chars.n_vocab}
+    params = KINDS["llama"].init(hparams, rng)
+    folder.mkdir()
+    for name, value in hf_files(hparams, chars.tokens, chars.start, chars.unknown).items():
+        (folder / name).write_text(json.dumps(value))
+    safetensors.numpy.save_file(hf_arrays(params), folder / "model.safetensors")
+    (folder / "hparams.json").write_text(json.dumps(hparams))
+    return params
+
+
+@pytest.mark.parametrize("name", ["gpt2", "transformer", "llama", "llama-hf"])
+def test_a_folder_of_each_kind_loads_as_the_row_kind_of_gives(tmp_path, monkeypatch, name):
+    """Loading a model folder decides its kind in one place, kinds.kind_of, from its hparams (a
+    Hugging Face folder's config.json read into them): with each row swapped for a marked copy
+    in the table, the folder loads as the marked copy, and runs through it."""
+    from dataclasses import replace
+
+    from picogpt import kinds
+    from picogpt.generate import generate
+
+    kind = KINDS[name.removesuffix("-hf")]
+    rng = np.random.default_rng(0)
+    if name == "llama-hf":
+        params = llama_hf_folder(tmp_path / "m", rng)
+    else:
+        params = kind.init(HPARAMS[name], rng)
+        save_model(tmp_path / "m", HPARAMS[name], params, None,
+                   {"chars.json": [*"abcdefghi", "<|unknown|>", "<|start|>"]})
+    marked = {key: replace(row, title=f"marked {row.title}") for key, row in KINDS.items()}
+    monkeypatch.setattr(kinds, "KINDS", marked)
+    loaded = load_model("m", str(tmp_path))
+    assert loaded.kind is marked[kind.name] and loaded.source == "trained"
+    for key, array in flatten(params).items():
+        np.testing.assert_array_equal(flatten(loaded.params)[key], array)
+    if not kind.seq2seq:  # generate runs it with the row's forward: greedy is its argmax
+        heads = loaded.kind.runs_with(loaded.hparams)
+        first = next(generate([1, 2], loaded.params, heads, 3, encoder=loaded.encoder))
+        forward = loaded.kind.forward(np.array([1, 2]), loaded.params, loaded.hparams)
+        assert first == int(np.argmax(forward[-1]))

@@ -3,6 +3,7 @@ the machinery (cli, data, files, web), and no module imports itself back through
 even from inside a function. Read from the source, not by importing."""
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -131,14 +132,35 @@ def test_a_circle_through_a_functions_import_is_found(tmp_path):
 # Where a model's kind may be decided: the table, and each kind's own modules (the 2017
 # encoder-decoder's tied or separate tables are an option within its kind)
 KIND_HOMES = ("picogpt/kinds.py", "picogpt/transformer", "picogpt/llama/")
+# Where a Hugging Face config.json's model_type may be read: the Hugging Face loader, which reads
+# it into a kind's hparams ({"model": "llama"} for llama, qwen2 and qwen3)
+HF_LOADER = ("picogpt/files/hf.py", "picogpt/files/llama_hf.py", "picogpt/files/hub.py")
+# Functions that decided a kind beside the table before it had the kind's row (a kind's own
+# test, or what generate takes in n_head's place): a call to one is a second dispatch
+OWN_DISPATCH = re.compile(r"\w+_kind|head_argument|llama_first|seq2seq_first")
+TABLE_ASKS = {"kind_of", "hf_kind"}  # the table, and the Hugging Face loader's way to it
 
 
 def kind_sniffs(path: Path, root: Path = PACKAGE) -> list[str]:
     """Where path reads hparams' "model" (hparams["model"], hparams.get("model")), or, in the
-    machinery, tests a params tree for a key ("wte" in params): deciding a model's kind."""
+    machinery, tests a params tree for a key ("wte" in params), or, outside the Hugging Face
+    loader, reads a config's "model_type" or calls a kind test of its own (llama_kind(...),
+    head_argument(...)): deciding a model's kind."""
     machinery = module_name(path, root).startswith(MACHINERY)
+    loader = str(path.relative_to(root.parent)) in HF_LOADER
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        key = (node.slice if isinstance(node, ast.Subscript) else node.args[0]
+               if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+               and node.func.attr == "get" and node.args else None)
+        called = (node.func.id if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                  else node.func.attr if isinstance(node, ast.Call)
+                  and isinstance(node.func, ast.Attribute) else None)
+        if not loader and isinstance(key, ast.Constant) and key.value == "model_type":
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+        elif not loader and called and OWN_DISPATCH.fullmatch(called) \
+                and called not in TABLE_ASKS:
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
         if isinstance(node, ast.Subscript) and ast.unparse(node.value).endswith("hparams") \
                 and isinstance(node.slice, ast.Constant) and node.slice.value == "model":
             found.append(f"{node.lineno}: {ast.unparse(node)}")
@@ -170,10 +192,13 @@ def test_a_sniff_of_the_kind_is_found(tmp_path):
     folder.mkdir(parents=True)
     for text in ('seq2seq = hparams.get("model") == "transformer"\n',
                  'if loaded.hparams["model"] != "llama":\n    pass\n',
-                 'gpt = "wte" in self.params\n'):
+                 'gpt = "wte" in self.params\n',
+                 'if config.get("model_type") == "qwen2":\n    pass\n',
+                 'engine = llama_kind(hparams)\n', 'n_head = head_argument(hparams)\n'):
         (folder / "sniff.py").write_text(text)
         assert kind_sniffs(folder / "sniff.py", tmp_path / "picogpt"), text
-    (folder / "sniff.py").write_text('kind = kind_of(hparams)\nok = "top_k" in sampler\n')
+    (folder / "sniff.py").write_text('kind = kind_of(hparams)\nok = "top_k" in sampler\n'
+                                     'heads = loaded.kind.runs_with(hparams)\n')
     assert not kind_sniffs(folder / "sniff.py", tmp_path / "picogpt")
 
 

@@ -230,7 +230,7 @@ def regulated_poems(n_poems: int, seed: int = 0) -> list[str]:
         list("山间天年"), 4)) for _ in range(n_poems)]
 
 
-def test_the_form_shares_read_the_model_the_held_out_poems_and_chance(monkeypatch):
+def test_the_form_shares_read_the_model_the_held_out_poems_and_chance():
     """form_shares sets the model's second 联 beside the held-out poems' and a shuffled one's: a
     model that recites the held-out poem scores as the poems do; one that ends its 联 with the
     next poem's 下句 as chance does."""
@@ -239,15 +239,14 @@ def test_the_form_shares_read_the_model_the_held_out_poems_and_chance(monkeypatc
     said = [poems.sentences(text) for text in texts]
     assert all(poems.is_regulated(text) for text in texts) and len(said[0]) == 8
     recited = {p[0] + p[1]: "\n" + p[2] + p[3] for p in said}
-    monkeypatch.setattr(poems, "continuation", lambda *args: recited[args[3]])
-    shares = poems.form_shares({}, 2, None, said)
+    shares = poems.form_shares({}, lambda *args: recited[args[2]], None, said)
     assert shares["model"] == shares["held_out"]
     assert shares["held_out"]["rhyme"] == pytest.approx(6 / 7, abs=1e-4)  # 山 after 秋: no
     assert shares["model"]["judged"] == 7 and shares["poems"] == 7
     nexts = {p[0] + p[1]: "\n" + p[2] + q[3] for p, q in zip(said, [*said[1:], said[0]])}
-    monkeypatch.setattr(poems, "continuation", lambda *args: nexts[args[3]])
-    assert poems.form_shares({}, 2, None, said)["model"] == poems.form_shares(
-        {}, 2, None, said)["shuffled"]
+    write = lambda *args: nexts[args[2]]  # noqa: E731
+    assert poems.form_shares({}, write, None, said)["model"] == poems.form_shares(
+        {}, write, None, said)["shuffled"]
 
 
 def test_a_chinese_poetry_run_measures_rhyme_tones_and_heads(tmp_path, monkeypatch):
@@ -287,7 +286,7 @@ def test_a_chinese_poetry_run_measures_rhyme_tones_and_heads(tmp_path, monkeypat
         "rhyme and 平仄 not measured: pypinyin is not installed (pip install pypinyin)."]
 
 
-def test_the_head_probes_read_each_poem_as_training_reads_it(monkeypatch):
+def test_the_head_probes_read_each_poem_as_training_reads_it():
     """The rhyme head of a model trained on poems with their line breaks is measured on poems
     with their line breaks: a probe text is the poem's training ids (start token, the lines,
     the break after each), as far as n_ctx holds them."""
@@ -296,13 +295,13 @@ def test_the_head_probes_read_each_poem_as_training_reads_it(monkeypatch):
     hparams = {"n_vocab": chars.n_vocab, "n_ctx": 64, "n_embd": 16, "n_head": 2, "n_layer": 1}
     read = []
 
-    def recorded(ids, *args):
+    def recorded(ids, params, names):
         read.append(list(ids))
-        return trace(ids, *args)
+        return trace(ids, params, 2, names)
 
     from picogpt.inside import trace
-    monkeypatch.setattr(poems, "trace", recorded)
-    probes, _figures = poems.heads([poem], chars, hparams, {"unigram": 1.0, "bigram": 1.0})
+    probes, _figures = poems.heads([poem], chars, hparams, {"unigram": 1.0, "bigram": 1.0},
+                                   recorded)
     scores = probes(init_params(hparams, np.random.default_rng(0)))
     assert read == [poems.poem_ids([poem], chars).tolist()]
     assert np.asarray(scores["rhyme_head"]).shape == (1, 2)

@@ -57,7 +57,7 @@ def test_each_token_is_scored_once_with_the_documented_context(tiny, monkeypatch
     hparams, params = load(tiny.models_dir)
     n_ctx, stride = hparams["n_ctx"], 40
     ids = prompt_ids(300, seed=1)
-    module = importlib.import_module("picogpt.score")
+    module = importlib.import_module("picogpt.kvcache")  # GPT-2's engine: its windows
     fed = []  # the inputs of each window, which the model runs from position 0
 
     def recording(inputs, *args):

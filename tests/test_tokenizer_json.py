@@ -5,6 +5,7 @@ tokenizer picogpt cannot run or a folder whose files disagree."""
 
 import json
 import shutil
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -173,7 +174,8 @@ def test_a_tokenizer_picogpt_cannot_run_is_refused_in_one_line_naming_it(gpt2_fo
             "pre_tokenizer": pre_tokenizers.BertPreTokenizer()}
     cases = {
         "a Unigram model": (models.Unigram([("[UNK]", 0.0), ("a", -1.0)], 0, False), {}),
-        "a WordLevel model": (models.WordLevel({"[UNK]": 0, "a": 1}, "[UNK]"), {}),
+        "a decoder of type None, with a WordLevel model": (
+            models.WordLevel({"[UNK]": 0, "a": 1}, "[UNK]"), {}),
         "a normalizer of type Sequence [NFD, Lowercase, StripAccents]": (
             models.WordPiece(vocab, unk_token="[UNK]"), {**bert, "normalizer": normalizers.Sequence(
                 [normalizers.NFD(), normalizers.Lowercase(), normalizers.StripAccents()])}),
@@ -183,14 +185,21 @@ def test_a_tokenizer_picogpt_cannot_run_is_refused_in_one_line_naming_it(gpt2_fo
         "a WordPiece with model.max_input_chars_per_word = 50": (
             models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=50), bert),
         "a pre_tokenizer of type Metaspace": (
-            models.BPE({"a": 0}, [], byte_fallback=True), {
+            models.BPE({"a": 0}, []), {
                 "pre_tokenizer": pre_tokenizers.Metaspace(), "decoder": decoders.Metaspace()}),
+        # Llama-2's and TinyLlama's: SentencePiece's BPE, its spaces as ▁, bytes as <0x41>
+        "a SentencePiece BPE with byte fallback (as Llama-2's and TinyLlama's)": (
+            models.BPE({"<unk>": 0, "<0x41>": 1, "▁": 2}, [], byte_fallback=True), {
+                "normalizer": normalizers.Sequence([normalizers.Prepend("▁"),
+                                                    normalizers.Replace(" ", "▁")]),
+                "decoder": decoders.Sequence([decoders.Replace("▁", " "),
+                                              decoders.ByteFallback(), decoders.Fuse()])}),
         "a byte-level BPE with pre_tokenizer.add_prefix_space = True": (
             models.BPE({"a": 0}, []), {
                 "pre_tokenizer": pre_tokenizers.ByteLevel(add_prefix_space=True),
                 "decoder": decoders.ByteLevel()}),
-        "a normalizer of type NFC": (models.BPE({"a": 0}, []), {
-            "normalizer": normalizers.NFC(), "pre_tokenizer": pre_tokenizers.ByteLevel(False),
+        "a normalizer of type NFKC": (models.BPE({"a": 0}, []), {
+            "normalizer": normalizers.NFKC(), "pre_tokenizer": pre_tokenizers.ByteLevel(False),
             "decoder": decoders.ByteLevel()}),
     }
     for i, (named, (model, parts)) in enumerate(cases.items()):
@@ -270,3 +279,88 @@ def test_json_nested_too_deeply_is_one_line(gpt2_folder, tmp_path):
         nested = {"type": "Sequence", "normalizers": [nested]}
     (folder / "tokenizer.json").write_text(json.dumps({**json.loads(good), "normalizer": nested}))
     refusal(folder, "describes a normalizer of type Sequence [Sequence], with a BPE model")
+
+
+# Text a chat model's tokenizer meets: Chinese, digit runs, code, runs of spaces and line
+# breaks, emoji, and special tokens written inside the text, which transformers finds there
+LATER_TEXTS = [
+    "床前明月光，疑是地上霜。", "今天是2024年12月3日，气温-5.5°C。", "1234567890 12 345 6789",
+    "def f(x):\n    return x ** 2\n\n\n", "a  b   c    d\t\te\r\n\r\nf   ", "    ", "\n\n\n",
+    "emoji 😀🎉👍🏽 👨‍👩‍👧 🇺🇳 🤖🤖", "<|im_start|>user\n你好<|im_end|>\n<|im_start|>assistant\n",
+    "a<|endoftext|>b<|im_end|><|im_end|>c", "<|im_start", "<|begin_of_text|>hello<|eot_id|>",
+    "e\u0301 café", "Ａｂｃ１２３ ﬁ", "x" * 300, "",
+]
+
+
+@pytest.mark.parametrize("kind", ["qwen", "llama3"])
+def test_qwen_and_llama3_tokenizers_give_the_tokenizers_librarys_ids(kind, tmp_path):
+    """A Qwen2-style and a LLaMA-3-style tokenizer.json (their regex, NFC, special tokens past
+    the vocab, LLaMA-3's begin token), against transformers reading the same folder."""
+    from scripts.fixtures.chat_tokenizers import llama3_tokenizer, qwen_tokenizer
+
+    reference = (qwen_tokenizer if kind == "qwen" else llama3_tokenizer)(tmp_path)
+    ours = read_vocab(tmp_path, FIX)
+    begin = reference.bos_token_id if kind == "llama3" else None
+    assert (ours.begin, ours.start, ours.end) == (begin, begin, reference.eos_token_id)
+    assert ours.n_vocab == len(reference)
+    texts = [*LATER_TEXTS, *corpus().values()]
+    for text in texts:
+        ids = ours.encode(text)
+        assert ids == reference.encode(text, add_special_tokens=False), text
+        assert ours.prompt_ids(text) == reference.encode(text) if text else True
+        assert ours.decode(ids) == reference.decode(ids), text
+        nfc = unicodedata.normalize("NFC", text)
+        assert ours.decode(ours.encode(nfc)) == nfc
+    # the special tokens were found in the text, and the digits cut as each regex cuts them
+    assert ours.encode("<|im_end|>" if kind == "qwen" else "<|eot_id|>") == [
+        reference.convert_tokens_to_ids("<|im_end|>" if kind == "qwen" else "<|eot_id|>")]
+    assert ours.cut("1234567") == (list("1234567") if kind == "qwen" else ["123", "456", "7"])
+
+
+def test_a_downloaded_regex_that_backtracks_without_end_is_stopped_in_one_line(
+        tmp_path, monkeypatch):
+    """A Split regex that takes exponential time on "aaa...a!" ends in one line, not a hang."""
+    import picogpt.files.later_tokenizers as later_tokenizers
+    from scripts.fixtures.chat_tokenizers import qwen_tokenizer
+
+    qwen_tokenizer(tmp_path)
+    data = json.loads((tmp_path / "tokenizer.json").read_text())
+    data["pre_tokenizer"]["pretokenizers"][0]["pattern"] = {"Regex": "(a|aa)+$|."}
+    (tmp_path / "tokenizer.json").write_text(json.dumps(data))
+    monkeypatch.setattr(later_tokenizers, "REGEX_SECONDS", 0.05)
+    encoder = read_vocab(tmp_path, FIX)
+    assert len(encoder.encode("aaaa")) >= 1  # a text it finishes is encoded
+    with pytest.raises(PicoGPTError) as caught:
+        encoder.encode("a" * 40 + "!")
+    assert "\n" not in str(caught.value) and "regex took more than" in str(caught.value)
+
+
+def test_a_character_wordlevel_tokenizer_gives_the_tokenizers_librarys_ids(tmp_path):
+    """The tokenizer.json `python -m picogpt.train --model llama` writes (each character a
+    word of a WordLevel model, its start token put before a text by the post-processor, Fuse
+    decoding), against transformers reading the same folder."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    chars = [*dict.fromkeys("床前明月光，疑是地上霜。\n 举头望低思故乡abc")]
+    tokens = [*chars, "<|unknown|>", "<|start|>"]
+    tokenizer = Tokenizer(models.WordLevel({t: i for i, t in enumerate(tokens)}, "<|unknown|>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), "isolated")
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="<|start|> $A", special_tokens=[("<|start|>", len(tokens) - 1)])
+    tokenizer.decoder = decoders.Fuse()
+    tokenizer.add_special_tokens(["<|unknown|>", "<|start|>"])
+    reference = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<|start|>",
+                                        eos_token="<|start|>", unk_token="<|unknown|>")
+    reference.save_pretrained(tmp_path)
+    ours = read_vocab(tmp_path, FIX)
+    assert (ours.begin, ours.start, ours.end, ours.unknown, ours.n_vocab) == (
+        len(tokens) - 1, len(tokens) - 1, len(tokens) - 1, len(tokens) - 2, len(tokens))
+    for text in ["床前明月光，\n疑是地上霜。", "  举头 望明月\n\n", "低头思故乡😀xyz",
+                 "a<|start|>b<|unknown|>", ""]:
+        ids = ours.encode(text)
+        assert ids == reference.encode(text, add_special_tokens=False), text
+        assert ours.prompt_ids(text) == reference.encode(text), text
+        assert ours.decode(ids) == reference.decode(ids), text
+    assert ours.outside("明月xy") == ["x", "y"]
+    assert ours.decode(ours.encode("床前 明月\n")) == "床前 明月\n"

@@ -411,7 +411,6 @@ def test_ctrl_c_before_the_first_measurement_writes_nothing(tmp_path, vocab_dir,
                                                            monkeypatch):
     """Stopped while measuring step 0, before any checkpoint: exit 130, one line, and the
     models folder as it was (no model, no folder in progress)."""
-    from picogpt.tasks import text as command
 
     models_dir = tmp_path / "models"
     shutil.copytree(tiny.models_dir, models_dir)
@@ -422,7 +421,7 @@ def test_ctrl_c_before_the_first_measurement_writes_nothing(tmp_path, vocab_dir,
     def stopped(*args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(command, "held_out_loss", stopped)
+    monkeypatch.setattr("picogpt.train.held_out_loss", stopped)
     done = picogpt(str(text), "--name", "stopped", "--models_dir", str(models_dir), "--vocab_dir",
                    str(vocab_dir), "--n_embd", "16", "--n_head", "2", "--n_ctx", "16", entry=main)
     assert done.returncode == 130
@@ -637,7 +636,6 @@ def test_the_best_model_by_held_out_loss_is_kept_and_the_rise_is_said(tmp_path, 
     """Held-out losses 5, 4, 3, 3.5, 4 at steps 0, 4, 8, 12, 16 (the measurement scripted, the
     params it saw recorded): the folder holds step 8's params, and the run says the loss rose
     after step 8."""
-    from picogpt.tasks import text as command
 
     seen, script = [], iter([5.0, 4.0, 3.0, 3.5, 4.0])
 
@@ -645,7 +643,7 @@ def test_the_best_model_by_held_out_loss_is_kept_and_the_rise_is_said(tmp_path, 
         seen.append(params)
         return next(script)
 
-    monkeypatch.setattr(command, "held_out_loss", scripted)
+    monkeypatch.setattr("picogpt.train.held_out_loss", scripted)
     text = tmp_path / "poems.txt"
     text.write_text(poems(), encoding="utf-8")
     done = picogpt(str(text), "--name", "b", "--models_dir", str(tmp_path), *TINY, "--steps",

@@ -21,7 +21,7 @@ from picogpt.transformer import (
     padding_mask,
     sinusoidal_positions,
 )
-from picogpt.transformer.decode import write
+from picogpt.transformer.decoding import write
 
 D_MODEL, N_HEAD, D_FF, N_VOCAB, PAD, BOS, EOS = 32, 4, 64, 24, 0, 1, 2
 

@@ -12,7 +12,7 @@ from picogpt.model import softmax
 from picogpt.train import adamw, tree_map
 from picogpt.transformer import decode, encode, init_params, logits, padding_mask
 from picogpt.transformer.backward import loss_and_grads
-from picogpt.transformer.decode import write
+from picogpt.transformer.decoding import write
 
 D_MODEL, N_HEAD, D_FF, BOS, EOS = 32, 4, 64, 1, 2
 N_VOCAB, PAD = 24, 0  # one vocabulary: source, target and output share a table

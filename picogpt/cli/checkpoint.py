@@ -29,7 +29,7 @@ import shutil
 import signal
 import stat
 import zipfile
-from dataclasses import fields
+from dataclasses import MISSING, fields
 from pathlib import Path
 
 import numpy as np
@@ -129,7 +129,8 @@ def read_run(part: Path, tasks: dict[str, Task]) -> tuple[Run, dict]:
         known = {f.name for f in fields(task.options)}
         options = task.options(**{k: v for k, v in settings.pop("options").items() if k in known})
         run = Run(**{f.name: settings[f.name] for f in fields(Run)
-                     if f.name not in ("options", "optimizer")},
+                     if f.name not in ("options", "optimizer")
+                     and (f.name in settings or f.default is MISSING)},  # a field since added
                   options=options, optimizer=optimizer_from(settings.get("optimizer")))
         return run, {"id": record["id"], "digest": digest, "run": run.settings()}
     except (AttributeError, KeyError, TypeError, ValueError):
@@ -336,6 +337,8 @@ def keep_in_part(part: Path, hparams: dict, params: dict, vocab_dir, files: dict
             for name, value in {**files, "curve.json": curve}.items():
                 if isinstance(value, str):
                     (part / name).write_text(value, encoding="utf-8")
+                elif isinstance(value, bytes):
+                    (part / name).write_bytes(value)
                 else:
                     write_json_atomic(part / name, value)
             write_params(part, flatten(params).items(), source=None)

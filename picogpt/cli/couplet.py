@@ -1,7 +1,7 @@
 """The picogpt command on a couplet model (an encoder-decoder python -m picogpt.train --task
 couplet wrote): answer a 上句 with 下句, score a 联, and refuse in one line what only a GPT-2 does
 (a poem's form, a stop text, the explore page). The model's functions are
-transformer/decode.py's."""
+transformer/decoding.py's."""
 
 import numpy as np
 
@@ -10,7 +10,7 @@ from ..files.loaded_model import LoadedModel
 from ..sampling import Sampling, sample_rngs
 from ..score import summary
 from ..tasks.poems import PUNCTUATION
-from ..transformer.decode import Written, lines, score_pair, written
+from ..transformer.decoding import Written, lines, score_pair, written
 from .terminal import print_scores
 
 # the flags of picogpt that only a GPT-2 takes, with the value that means "not given"
@@ -67,7 +67,7 @@ def first_of(prompt: str, loaded: LoadedModel) -> str:
 def answer_text(first: str, loaded: LoadedModel, n_samples: int, sampling: Sampling,
                 seed: int | None, distinct: bool = False) -> Written:
     """Print the 下句 (or n_samples of them, each under a line naming it) for a 上句 first_of
-    checked, and return what decode.py's loop wrote (the ids and their probabilities). top_k (the
+    checked, and return what decoding.py's loop wrote (the ids and their probabilities). top_k (the
     flag's, or sampler.json's) is checked against the model's vocabulary first, as generate
     checks a GPT-2's."""
     if sampling.top_k is not None:

@@ -13,13 +13,14 @@ from dataclasses import replace
 
 from ..constraints import byte_level_refusal, check_verse, verse
 from ..errors import PicoGPTError, _, whole_number
-from ..files.loaded_model import LoadedModel, kind_first, load_model, vocabulary_first
+from ..files.loaded_model import LoadedModel, kind_first, load_model, refuse_views, vocabulary_first
 from ..files.openai import MODEL_SIZES
 from ..generate import check_settings, generate, generate_samples, generate_steps
 from ..sampling import Sampling
-from ..transformer.decode import read_pair
+from ..transformer.decoding import read_pair
 from ..web.couplet import couplet_data, write_couplet_page
 from ..web.page import check_path, page_data, write_page
+from .chat import chat_text, check_chat
 from .command import ending, read_prompt, reuse_freed_memory, run_command, switch
 from .couplet import answer_text, first_of, is_pair, pair_for_page, refuse_gpt_only
 from .explore import explore_model
@@ -60,7 +61,8 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
                   acrostic: str | None = None, line: int | None = None, rhyme: bool = False,
                   lines: int | None = None, distinct: bool = DISTINCT, model_size: str = "124M",
                   models_dir: str = "models", base_url: str | None = None,
-                  hf: str | None = None) -> None:
+                  hf: str | None = None, chat: bool = False, system: str | None = None,
+                  thinking: bool = False) -> None:
     """Print GPT-2's continuation of a prompt as it is generated.
 
     Each next token is the most likely one (greedy) unless --top_k or --top_p is set; then it is
@@ -106,6 +108,12 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
         distinct: A couplet model's 下句 uses no character twice (叠字) unless its 上句 repeats
             one at the same places (年年岁岁 -> 岁岁年年): a mask on the logits. On unless
             --distinct=false; docs/couplet.md gives the measurement.
+        chat: Talk with a chat model (--hf): the prompt is your message, written into the
+            model's own chat template, and the reply ends at the model's end token. With no
+            prompt, a conversation on the terminal, a line per turn (Ctrl-D ends it).
+        system: With --chat, the system turn (who the model is, how it answers).
+        thinking: With --chat, let a model whose template takes enable_thinking (Qwen3)
+            think before answering; its <think> block is shown apart, on stderr.
     """
     sampling = Sampling(top_k, top_p, temperature, repetition_penalty)
     check_settings(n_tokens, sampling, seed, stop)  # before loading; generate checks top_k
@@ -115,6 +123,14 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
         raise PicoGPTError(_("--candidates and --explain show one sample; drop --n_samples."))
     if explain is not None:
         check_path(explain)
+        refuse_views(kind_first(model_size, models_dir, hf), "explain", hf or model_size)
+    check_chat(chat, hf, system, thinking, {
+        "n_samples": n_samples > 1, "candidates": candidates, "explain": explain,
+        "acrostic": acrostic, "line": line, "rhyme": rhyme, "stop": stop,
+        "ignore_end": ignore_end})
+    if chat:
+        return chat_text(read_prompt(prompt, prompt_file), hf, system, thinking, n_tokens,
+                         sampling, seed)
     couplet = kind_first(model_size, models_dir, hf).seq2seq  # an encoder-decoder: no GPT-2 flags
     if couplet:
         refuse_gpt_only({"acrostic": acrostic, "line": line, "rhyme": rhyme, "lines": lines,
@@ -159,8 +175,10 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
         return
     sampling = model_sampling(loaded, sampling)
     top_k, top_p, temperature = sampling.top_k, sampling.top_p, sampling.temperature
+    if explain:
+        refuse_views(loaded.kind, "explain", loaded.where)
     say_outside(encoder, prompt)
-    input_ids, n_head = encoder.prompt_ids(prompt), hparams["n_head"]
+    input_ids, n_head = encoder.prompt_ids(prompt), loaded.kind.runs_with(hparams)
     constraint = verse(encoder, acrostic, line, loaded.n_vocab, rhyme, lines) if poem else None
     settings = {"top_k": top_k, "top_p": top_p, "temperature": temperature, "seed": seed,
                 "repetition_penalty": repetition_penalty, "stop_at_end": not ignore_end,

@@ -44,6 +44,37 @@ def check_run(run: Run) -> None:
     whole_number("seed", run.seed, 0)
     whole_number("warmup", run.warmup, 0, run.steps,
                  hint=_("steps of the rise to --lr, within --steps"))
+    check_block(run)
+
+
+def check_block(run: Run) -> None:
+    """Raise PicoGPTError for a --model, or a setting of the LLaMA block, that cannot train."""
+    if run.model not in ("gpt2", "llama"):
+        raise PicoGPTError(_("model={model!r} is not a block picogpt trains; choose gpt2 (the "
+                             "default) or llama.").format(model=run.model))
+    own = [key for key in ("n_kv_head", "n_ffn", "rope_theta") if getattr(run, key) is not None]
+    if run.model == "gpt2" and own:
+        raise PicoGPTError(_("--{flag} is a setting of the LLaMA block; add --model llama, or "
+                             "drop it.").format(flag=own[0]))
+    if run.model == "gpt2":
+        return
+    if run.task not in ("text", "poems", "induction"):
+        raise PicoGPTError(_("--model llama trains --task text, poems or induction; --task "
+                             "{task} trains its own model.").format(task=run.task))
+    if run.task == "text" and getattr(run.options, "vocab", None) != "chars":
+        raise PicoGPTError(_("--model llama writes a Hugging Face folder whose tokenizer.json "
+                             "holds a character vocabulary; add --vocab chars."))
+    if run.n_kv_head is not None:
+        whole_number("n_kv_head", run.n_kv_head, 1, run.n_head,
+                     hint=_("key/value heads, at most n_head"))
+        if run.n_head % run.n_kv_head:
+            raise PicoGPTError(_("n_head={n_head} is not a multiple of n_kv_head={n_kv_head}: "
+                                 "each key/value head serves the same number of query heads."
+                                 ).format(n_head=run.n_head, n_kv_head=run.n_kv_head))
+    if run.n_ffn is not None:
+        whole_number("n_ffn", run.n_ffn, 1, hint=_("the SwiGLU MLP's width"))
+    if run.rope_theta is not None:
+        number("rope_theta", run.rope_theta, 0, hint=_("10000 is LLaMA's"))
 
 
 def check_memory(n_layer: int, n_head: int, n_embd: int, n_ctx: int, n_batch: int,

@@ -1,7 +1,7 @@
 """`picogpt TEXT --score`: how likely the model finds each token of a text, printed token by
 token or as one JSON object."""
 
-from ..errors import _, whole_number
+from ..errors import PicoGPTError, _, whole_number
 from ..files.loaded_model import load_model
 from ..score import check_score_settings, join_scores, score_windows, summary
 from .command import read_prompt
@@ -40,11 +40,18 @@ def score_text(prompt: str = "", stride: int | None = None, top: int = 0, json: 
     whole_number("top", top, 0, loaded.n_vocab)
     check_score_settings(1, loaded.n_ctx // 2 if stride is None else stride, loaded.n_ctx)
     say_outside(encoder, text)
-    ids = encoder.encode(text)
+    ids, start = encoder.encode(text), encoder.start
+    if not loaded.kind.scores_first:  # as transformers' perplexity recipe: the text as the
+        ids = encoder.prompt_ids(text)  # tokenizer gives it, begin token or not, first unscored
+        start, ids = ids[0], ids[1:]
+        if not ids:
+            raise PicoGPTError(_("the text is one token, and this model's tokenizer adds no "
+                                 "begin token before it, so nothing is left to score; give a "
+                                 "longer text."))
     with reading_notice(model["where"]) as quiet, progress(len(ids), _("scoring")) as bar:
         windows = []
-        for window in call_first(quiet, score_windows(ids, params, hparams["n_head"], stride,
-                                                      top, encoder.start)):
+        for window in call_first(quiet, score_windows(ids, params, loaded.kind.runs_with(hparams),
+                                                      stride, top, start)):
             windows.append(window)
             bar.update(len(window.logprobs))
     scores = join_scores(windows)

@@ -31,6 +31,7 @@ from .prepare import check_memory, check_name, check_run, find_vocab, new_model_
 from .training import run_training
 
 PROGRAM = "python -m picogpt.train"
+BLOCK_FLAGS = ("model", "n_kv_head", "n_ffn", "rope_theta")  # the block's, Run's last fields
 
 
 def read_text_data(run: Run) -> text.Text:
@@ -72,10 +73,20 @@ SHARED_FLAGS = {
     "models_dir": (str | None, "where the folder goes, as picogpt's --models_dir (models)."),
     "resume": (bool, "continue the stopped run of --name (its folder NAME.part) with the "
                      "settings it began with; no other flag but --models_dir."),
+    "model": (str | None, "the block to train: gpt2 (the default), or llama (RMSNorm, rotary "
+                          "positions, SwiGLU, shared key/value heads: picogpt/llama/), whose "
+                          "folder is a Hugging Face model transformers loads as it is; for "
+                          "--task text, poems and induction, with a character vocabulary."),
     "n_layer": (int | None, "number of transformer blocks."),
     "n_head": (int | None, "attention heads per block; n_embd must be a multiple of it."),
     "n_embd": (int | None, "width of the residual stream."),
     "n_ctx": (int | None, "the longest context, and the length of the training windows."),
+    "n_kv_head": (int | None, "--model llama: key/value heads, each shared by n_head / n_kv_head "
+                              "query heads (default: half of n_head when it is even)."),
+    "n_ffn": (int | None, "--model llama: the SwiGLU MLP's width (default: 8/3 n_embd, up to a "
+                          "multiple of 32)."),
+    "rope_theta": (float | None, "--model llama: the base of the rotary positions' angles "
+                                 "(default 10000)."),
     "n_batch": (int | None, "windows per step."),
     "steps": (int | None, "optimiser steps."),
     "lr": (float | None, "peak learning rate, reached after the warm-up; then a cosine down to "
@@ -172,7 +183,8 @@ def build_run(given: dict) -> tuple[Run, Task]:
     run = Run(task=name, name=given.get("name", task.model_name),
               models_dir=given.get("models_dir", "models"),
               text=None if text_path is None else str(Path(text_path).absolute()), **shared,
-              options=options, optimizer=optimizer_of(given))
+              options=options, optimizer=optimizer_of(given),
+              **{key: given[key] for key in BLOCK_FLAGS if key in given})
     check_settings(run, task, source)
     new_model_dir(run.models_dir, run.name)
     return run, task

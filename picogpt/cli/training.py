@@ -19,6 +19,7 @@ from threadpoolctl import threadpool_limits
 from tqdm import tqdm
 
 from ..errors import PicoGPTError, _, reason
+from ..files.safetensors_header import safetensors_bytes
 from ..kinds import kind_of
 from ..tasks import Plan, Run
 from ..tasks.probes import best_heads
@@ -158,6 +159,8 @@ def save_or_keep(run: Run, plan: Plan, part: Path, params: dict, curve: dict, re
     PicoGPTError when the run had finished). Returns where the model is, as a sentence."""
     model_dir = Path(run.models_dir) / run.name
     files = {**plan.files, **({"sampler.json": plan.sampler} if plan.sampler else {})}
+    if plan.hf_weights:  # a model in Hugging Face's layout: its weights as model.safetensors
+        files["model.safetensors"] = safetensors_bytes(plan.hf_weights(params))
     args = (plan.hparams, params, plan.vocab_dir, files, curve)
     best = curve["best"]
     try:

@@ -6,6 +6,7 @@ through `read_vocab`. It reads and checks, and writes nothing.
 
 from pathlib import Path
 
+from ..chars import WordLevel
 from ..encoder import Encoder
 from ..errors import PicoGPTError, _
 from ..wordpiece import WordPiece
@@ -31,7 +32,7 @@ def same_vocabulary(older, described, folder: Path, fix: str) -> None:
     must be one vocabulary; else one line naming the first difference."""
     files = " + ".join(name for name in [*[n for pair in BPE_FILES for n in pair],
                                          WORDPIECE_FILES[0]] if (folder / name).is_file())
-    kinds = {Encoder: "byte-level BPE", WordPiece: "WordPiece"}
+    kinds = {Encoder: "byte-level BPE", WordPiece: "WordPiece", WordLevel: "WordLevel"}
     if type(older) is not type(described):
         what = _("the kind of vocabulary ({a} in tokenizer.json, {b} in {files})").format(
             a=kinds[type(described)], b=kinds[type(older)], files=files)

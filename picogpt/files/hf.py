@@ -13,30 +13,36 @@ sentence that names the problem.
 """
 
 import json
-import math
 from pathlib import Path
 
 import numpy as np
 
 from ..encoder import Encoder
 from ..errors import PicoGPTError, _, reason
+from ..kinds import Kind, kind_of
 from .folder_vocab import read_vocab
 from .hub import hub_cache, hub_folder, is_model_id  # noqa: F401 (hub_cache: hf's too)
+from .llama_hf import load_llama, of_llama_kind
 from .params import check_finite, check_hparams, check_shapes, finite, fit_vocabulary, nest
+from .safetensors_header import DTYPES, safetensors_header
+from .store import read_json
 
 WEIGHTS, CONFIG = "model.safetensors", "config.json"
 # settings of GPT2Config that would change the math if they were not GPT-2's own
 SAME_MATH = {"activation_function": "gelu_new", "layer_norm_epsilon": 1e-5,
              "scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False,
              "reorder_and_upcast_attn": False, "add_cross_attention": False}
-DTYPES = {"F32": "<f4", "F16": "<f2", "BF16": "<u2", "F64": "<f8"}  # what becomes float32
-MAX_HEADER = 100 << 20  # safetensors' own limit on the JSON header's size
-LFS_POINTER = b"version https://git-lfs"  # how a Git LFS pointer file begins
 
 
-def load_hf(path: str) -> tuple[Encoder, dict[str, int], dict]:
-    """A Hugging Face GPT-2 folder, or a model id of the hub: (encoder, hparams, params)."""
+def load_hf(path: str, store: Path | None = None) -> tuple[Encoder, dict, dict]:
+    """A Hugging Face folder, or a model id of the hub: (encoder, hparams, params). config.json
+    is read here, and only here: GPT-2's (model_type gpt2) or the LLaMA kind's (llama, qwen2,
+    qwen3), whose hparams say {"model": "llama"} and whose float32 store goes in store (by
+    default under the user's cache; GPT-2's weights are read as they are)."""
     folder = find_folder(path)
+    config = read_json(folder / CONFIG)
+    if of_llama_kind(config):
+        return load_llama(folder, config, store)
     hparams = read_config(folder)
     encoder = read_vocab(folder, _("save the model's tokenizer beside the weights with "
                                    "tokenizer.save_pretrained"))
@@ -75,6 +81,15 @@ def find_folder(path: str) -> Path:
     return hub_folder(path)
 
 
+def hf_kind(path: str) -> Kind:
+    """The kind of the model of a Hugging Face folder, from its config.json without its weights:
+    the LLaMA kind's row when config.json says so; GPT-2's otherwise, and for a hub id not on
+    disk (loading it then says what it is)."""
+    folder = Path(path)
+    config = read_json(folder / CONFIG) if folder.is_dir() else None
+    return kind_of({"model": "llama"} if of_llama_kind(config) else {})
+
+
 def read_config(folder: Path) -> dict[str, int]:
     """config.json as picogpt's hparams, refusing a model that is not GPT-2's architecture."""
     if not (folder / CONFIG).is_file():
@@ -91,8 +106,9 @@ def read_config(folder: Path) -> dict[str, int]:
     if not isinstance(config, dict) or config.get("model_type") != "gpt2":
         kind = config.get("model_type") if isinstance(config, dict) else None
         raise PicoGPTError(_("{file} describes a {kind} model; picogpt runs GPT-2's "
-                             "architecture only (model_type \"gpt2\", as in gpt2 or "
-                             "distilgpt2).").format(file=folder / CONFIG, kind=repr(kind)))
+                             "architecture (model_type \"gpt2\", as in gpt2 or "
+                             "distilgpt2) and the LLaMA kind's (llama, qwen2, qwen3)."
+                             ).format(file=folder / CONFIG, kind=repr(kind)))
     for key, value in SAME_MATH.items():
         if config.get(key, value) != value:
             raise PicoGPTError(_("{file} sets {key}={value}; picogpt computes GPT-2 with "
@@ -139,53 +155,6 @@ def read_safetensors(folder: Path) -> dict[str, np.ndarray]:
             array = (array.astype(np.uint32) << 16).view(np.float32)
         arrays[name] = array if array.dtype == np.float32 else array.astype(np.float32)
     return arrays
-
-
-def safetensors_header(file: Path) -> dict[str, tuple[str, int, tuple[int, ...]]]:
-    """Each tensor's dtype, where its bytes start in the file, and its shape, checked against
-    the file: an 8-byte little-endian header size, a JSON header of name -> {dtype, shape,
-    data_offsets}, then the tensors' bytes (offsets count from the end of the header)."""
-    size = file.stat().st_size
-    with open(file, "rb") as f:
-        start = f.read(max(8, len(LFS_POINTER)))
-        if start.startswith(LFS_POINTER):
-            raise PicoGPTError(_("{file} is a Git LFS pointer ({size} bytes), not the weights: "
-                                 "the folder was cloned without git-lfs. Run 'git lfs install' "
-                                 "and 'git lfs pull' in the folder, or download the file "
-                                 "itself.").format(file=file, size=size))
-        n_header = int.from_bytes(start[:8], "little")
-        f.seek(8)
-        raw = f.read(n_header) if 0 < n_header <= min(MAX_HEADER, size - 8) else None
-    try:
-        header = json.loads(raw) if raw is not None else None
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):  # RecursionError: "[[[..."
-        header = None
-    if not isinstance(header, dict):
-        raise PicoGPTError(_("{file} is not a safetensors file ({size} bytes, and its first 8 "
-                             "bytes do not give the size of a JSON header that follows); "
-                             "download or save it again.").format(file=file, size=size))
-    tensors, n_data = {}, size - 8 - n_header
-    for key, meta in header.items():
-        if key == "__metadata__":
-            continue
-        try:
-            dtype, shape, (begin, end) = meta["dtype"], tuple(meta["shape"]), meta["data_offsets"]
-            numbers = (*shape, begin, end)
-            itemsize = np.dtype(DTYPES[dtype]).itemsize if dtype in DTYPES else 1
-            # an empty tensor's other dimensions must fit in the file too: numpy cannot even
-            # make an empty array of shape [0, 10**30]
-            valid = (all(isinstance(n, int) and n >= 0 for n in numbers) and begin <= end <= n_data
-                     and math.prod(n or 1 for n in shape) * itemsize <= size
-                     and (dtype not in DTYPES or math.prod(shape) * itemsize == end - begin))
-        except (KeyError, TypeError, ValueError):
-            valid = False
-        if not valid:
-            raise PicoGPTError(_("{file} is truncated or damaged: tensor {key} lies outside its "
-                                 "{size} bytes or does not fit its shape; download or save it "
-                                 "again.").format(file=file, key=key, size=size))
-
-        tensors[key] = (dtype, 8 + n_header + begin, shape)
-    return tensors
 
 
 def flat_name(key: str) -> str | None:

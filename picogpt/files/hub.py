@@ -12,12 +12,24 @@ one sentence.
 import contextlib
 import os
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from tqdm import tqdm
+
 from ..errors import PicoGPTError, _, reason
+from .llama_hf import megabytes, of_llama_kind, shard_names
+from .store import read_json
 
 WEIGHTS, CONFIG = "model.safetensors", "config.json"
+INDEX = "model.safetensors.index.json"  # the LLaMA kind's weights in shards, which it lists
+# what a model of the LLaMA kind reads besides its weights: every tokenizer file the repo has
+# (tokenizer.json holds what vocab.json lacks: added tokens, the normalizer, the regex), and the
+# end tokens and chat template of generation_config.json and tokenizer_config.json (or
+# chat_template.jinja, where transformers 5 saves the template)
+LLAMA_FILES = ("vocab.json", "merges.txt", "tokenizer.json", "tokenizer_config.json",
+               "special_tokens_map.json", "generation_config.json", "chat_template.jinja")
 VOCABULARIES = (("vocab.json", "merges.txt"),  # byte-level BPE: GPT-2's
                 ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json"))  # WordPiece
 WHOLE = (("vocab.json", "merges.txt"), ("vocab.txt",), ("tokenizer.json",))  # read_vocab's
@@ -55,10 +67,23 @@ def cached_folder(model_id: str) -> Path | None:
 
 
 def is_complete(folder: Path) -> bool:
-    """Whether folder holds the weights, the config and a whole vocabulary. picogpt downloads
-    the weights last, so a folder that holds them holds whatever else it fetched."""
-    return all((folder / name).is_file() for name in (WEIGHTS, CONFIG)) and any(
+    """Whether folder holds the weights (one file, or an index and every shard it lists), the
+    config and a whole vocabulary. picogpt downloads the weights last, so a folder that holds
+    them holds whatever else it fetched."""
+    return (folder / CONFIG).is_file() and has_weights(folder) and any(
         all((folder / name).is_file() for name in names) for names in WHOLE)
+
+
+def has_weights(folder: Path) -> bool:
+    """Whether folder holds model.safetensors, or an index whose shards are all there."""
+    if (folder / WEIGHTS).is_file():
+        return True
+    try:
+        return (folder / INDEX).is_file() and all(
+            (folder / name).is_file()
+            for name in shard_names(read_json(folder / INDEX), folder / INDEX))
+    except PicoGPTError:
+        return False
 
 
 def hub_folder(model_id: str) -> Path:
@@ -70,16 +95,49 @@ def download(model_id: str) -> Path:
     """Download what picogpt reads of model_id into the Hugging Face cache; its snapshot folder."""
     from huggingface_hub import HfApi, hf_hub_download
 
+    def fetch(name: str) -> Path:  # from the main branch: huggingface_hub records refs/main
+        return Path(hf_hub_download(model_id, name, cache_dir=hub_cache()))
+
     with hub_errors(model_id), quiet_retries():
-        info = HfApi().model_info(model_id)  # the file list and the commit, before any download
-        wanted = files_to_fetch(model_id, {sibling.rfilename for sibling in info.siblings or []})
-        # each from the main branch, so that huggingface_hub records refs/main itself
-        paths = [hf_hub_download(model_id, name, cache_dir=hub_cache()) for name in wanted]
-    return Path(paths[-1]).parent
+        # the file list, their sizes and the commit, before any download
+        info = HfApi().model_info(model_id, files_metadata=True)
+        sizes = {sibling.rfilename: sibling.size for sibling in info.siblings or []}
+        # the config first: a model of the LLaMA kind reads more files (LLAMA_FILES)
+        # (only from a repo with weights picogpt reads: else it is refused before any download)
+        weights = WEIGHTS in sizes or INDEX in sizes
+        config = read_json(fetch(CONFIG)) if CONFIG in sizes and weights else None
+        wanted = files_to_fetch(model_id, set(sizes), config)
+        if wanted[-1] == INDEX:  # the shards it lists come after it, the weights last
+            index = fetch(INDEX)
+            shards = shard_names(read_json(index), index)
+            wanted = [*wanted, *shards]
+        say_sizes(model_id, wanted, sizes, config)
+        paths = [fetch(name) for name in wanted]
+    return paths[-1].parent
 
 
-def files_to_fetch(model_id: str, files: set[str]) -> list[str]:
-    """The files of the repo that picogpt reads, weights last; a repo without them is refused."""
+def say_sizes(model_id: str, wanted: list[str], sizes: dict, config) -> None:
+    """For a model of the LLaMA kind, whose weights picogpt converts: say the disk the download
+    takes, and about what the float32 copy will (twice a bfloat16 or float16 download's)."""
+    known = [sizes.get(name) for name in wanted]
+    if not of_llama_kind(config) or not all(isinstance(size, int) for size in known):
+        return  # GPT-2's weights are read as they are; or a hub that does not say
+    weights = sum(sizes[name] for name in wanted if name.endswith(".safetensors"))
+    tqdm.write(_("downloading {model_id}: {size} into {cache}").format(
+        model_id=model_id, size=megabytes(sum(known)), cache=hub_cache()), file=sys.stderr)
+    dtype = config.get("dtype", config.get("torch_dtype"))
+    factor = 2 if dtype in ("bfloat16", "float16") else 1
+    tqdm.write(_("then converting its weights to float32 takes about {size} more").format(
+        size=megabytes(factor * weights)), file=sys.stderr)
+
+
+def files_to_fetch(model_id: str, files: set[str], config=None) -> list[str]:
+    """The files of the repo that picogpt reads, weights last (a sharded repo's index, whose
+    shards follow it); a repo without them is refused. config: the repo's config.json, read
+    first, since a model of the LLaMA kind reads more files (LLAMA_FILES)."""
+    if of_llama_kind(config) and (WEIGHTS in files or INDEX in files):
+        return [CONFIG, *(name for name in LLAMA_FILES if name in files),
+                WEIGHTS if WEIGHTS in files else INDEX]
     if WEIGHTS not in files:
         others = sorted(name for name in files if name.endswith((".bin", ".h5", ".msgpack",
                                                                  ".onnx", ".pt", ".ckpt")))

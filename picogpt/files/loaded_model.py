@@ -10,7 +10,7 @@ from ..errors import PicoGPTError, _
 from ..kinds import Kind, kind_of
 from ..wordpiece import WordPiece
 from .folder_vocab import read_vocab
-from .hf import load_hf
+from .hf import CONFIG, hf_kind, load_hf
 from .openai import MODEL_SIZES, load_encoder_hparams_and_params, read_encoder
 from .store import read_json
 
@@ -78,8 +78,15 @@ def load_model(model_size: str = "124M", models_dir: str = "models", base_url: s
         folder = Path(hf)
         return LoadedModel(encoder, hparams, params, hf, "hf", hf,
                            (folder / RANDOM_WEIGHTS).is_file())
-    encoder, hparams, params = load_encoder_hparams_and_params(model_size, models_dir, base_url)
     folder = Path(models_dir) / model_size
+    if model_size not in MODEL_SIZES and (folder / CONFIG).is_file():
+        # a folder in Hugging Face's layout (python -m picogpt.train --model llama writes one):
+        # the Hugging Face loader reads it, its float32 store beside the files it is made from
+        # (the folder is picogpt's own)
+        encoder, hparams, params = load_hf(str(folder), store=folder)
+        return LoadedModel(encoder, hparams, params, model_size, "trained", str(folder),
+                           (folder / RANDOM_WEIGHTS).is_file(), read_sampler(folder))
+    encoder, hparams, params = load_encoder_hparams_and_params(model_size, models_dir, base_url)
     source = "released" if model_size in MODEL_SIZES else "trained"
     return LoadedModel(encoder, hparams, params, model_size, source, str(folder),
                        (folder / RANDOM_WEIGHTS).is_file(),
@@ -111,12 +118,25 @@ def vocabulary_first(model_size: str, models_dir: str,
     return None
 
 
+def refuse_views(kind: Kind, flag: str, where: str | None) -> None:
+    """--explain and --explore show a model's insides as GPT-2's pages draw them (and the
+    encoder-decoder's --explain page); a kind whose row says it has no such views (the LLaMA
+    kind, so far) is refused in one line."""
+    if not kind.views:
+        raise PicoGPTError(_("--{flag} shows a GPT-2's insides; picogpt does not show a model of "
+                             "the {kind} kind ({where}) there yet. Drop --{flag}; generating, "
+                             "--candidates and --score work.").format(flag=flag, kind=kind.title,
+                                                                     where=where))
+
+
 def kind_first(model_size: str, models_dir: str, hf: str | None) -> Kind:
-    """The kind of the model a command names, read from its folder's hparams.json without its
-    weights (so flags the kind cannot take are refused first): GPT-2 for one of OpenAI's sizes
-    and a Hugging Face model, and for a folder whose hparams.json cannot be read (loading it
-    then says why)."""
-    if hf is not None or model_size in MODEL_SIZES:
+    """The kind of the model a command names, read from its folder's hparams.json (a Hugging Face
+    folder's config.json) without its weights, so flags the kind cannot take are refused first:
+    GPT-2 for one of OpenAI's sizes, a hub id not yet downloaded, and a folder whose
+    hparams.json cannot be read (loading it then says why)."""
+    if hf is not None:
+        return hf_kind(hf)
+    if model_size in MODEL_SIZES:
         return kind_of({})
     hparams = read_json(Path(models_dir) / model_size / "hparams.json")
     return kind_of(hparams if isinstance(hparams, dict) else {},

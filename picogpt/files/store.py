@@ -280,6 +280,8 @@ def save_model(model_dir: Path, hparams: dict[str, int], params: dict, vocab_dir
         for name, value in (extra or {}).items():
             if isinstance(value, str):  # a vocabulary's text file, such as vocab.txt
                 (tmp / name).write_text(value, encoding="utf-8")
+            elif isinstance(value, bytes):  # a Hugging Face model.safetensors
+                (tmp / name).write_bytes(value)
             else:
                 write_json_atomic(tmp / name, value)
         if model_dir.exists():  # made while this run worked: it is someone else's now

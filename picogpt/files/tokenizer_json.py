@@ -1,19 +1,20 @@
-"""A tokenizer.json, read as one of the two kinds of vocabulary picogpt runs.
+"""A tokenizer.json, read as one of the kinds of vocabulary picogpt runs.
 
 transformers 5 saves every tokenizer, GPT-2's and BERT's alike, as tokenizer.json (the tokenizers
-library's file: a model, a normalizer, a pre-tokenizer, a decoder and added tokens) and
-tokenizer_config.json. A byte-level BPE (model "BPE" with its vocab and merges, GPT-2's ByteLevel
-pre-tokenizer and decoder, no normalizer) becomes encoder.py's Encoder; a WordPiece (model
-"WordPiece" with its vocab, BertNormalizer, BertPreTokenizer) becomes wordpiece.py's WordPiece,
-with the normalizer's settings (lowercase -> do_lower_case, handle_chinese_chars ->
-tokenize_chinese_chars, strip_accents) and the model's unk_token. The file is JSON, so the
-tokenizers library is not needed.
+library's file: a model, a normalizer, a pre-tokenizer, a post-processor, a decoder and added
+tokens) and tokenizer_config.json. A byte-level BPE (model "BPE" with its vocab and merges, a
+ByteLevel decoder) becomes encoder.py's Encoder: GPT-2's (the ByteLevel pre-tokenizer with its
+own regex) here, a later one's (Qwen's, LLaMA-3's) in later_tokenizers.py, as is a WordLevel
+(chars.py's WordLevel). A WordPiece (model "WordPiece" with its vocab, BertNormalizer,
+BertPreTokenizer) becomes wordpiece.py's WordPiece, with the normalizer's settings (lowercase ->
+do_lower_case, handle_chinese_chars -> tokenize_chinese_chars, strip_accents) and the model's
+unk_token. The file is JSON, so the tokenizers library is not needed.
 
-Anything those two classes would run differently (a Unigram or WordLevel model, a normalizer or
-pre-tokenizer they lack, a setting they do not have, a token added by a fine-tune) is refused
-in one line that names it, and so is a tokenizer_config.json that states a setting otherwise.
-The vocabulary is built with vocab_files.py's checks; vocab_files.py compares it with the older
-files of the folder. Nothing is written.
+Anything those classes would run differently (a Unigram model, SentencePiece's byte fallback, a
+normalizer or pre-tokenizer they lack, a setting they do not have, a token added to GPT-2's by a
+fine-tune) is refused in one line that names it, and so is a tokenizer_config.json that states
+a setting otherwise. The vocabulary is built with vocab_files.py's checks; vocab_files.py
+compares it with the older files of the folder. Nothing is written.
 """
 
 from pathlib import Path
@@ -21,10 +22,24 @@ from pathlib import Path
 from ..encoder import N_MERGES, N_VOCAB, SPECIAL
 from ..errors import PicoGPTError, _
 from ..wordpiece import WordPiece
+from .later_tokenizers import (
+    begin_token,
+    later_bpe,
+    plain,
+    refused,
+    split_regex,
+    wordlevel_described,
+)
 from .store import read_json
 from .vocab_files import TOKENIZER_JSON, WORDPIECE_FILES, bpe_encoder, folder_settings
 
-BPE_PARTS = {"normalizer": (None,), "pre_tokenizer": ("ByteLevel",), "decoder": ("ByteLevel",)}
+SPLIT = "Sequence [Split, ByteLevel]"  # a later byte-level BPE's pre-tokenizer (Qwen, LLaMA-3)
+BPE_PARTS = {"normalizer": (None, "NFC"), "pre_tokenizer": ("ByteLevel", SPLIT),
+             "decoder": ("ByteLevel",),
+             "post_processor": (None, "ByteLevel", "TemplateProcessing",
+                                "Sequence [ByteLevel, TemplateProcessing]")}
+WORDLEVEL_PARTS = {"normalizer": (None,), "pre_tokenizer": (None, "Split"), "decoder": ("Fuse",),
+                   "post_processor": (None, "TemplateProcessing")}
 WORDPIECE_PARTS = {"normalizer": ("BertNormalizer",), "pre_tokenizer": ("BertPreTokenizer",),
                    "decoder": ("WordPiece", None)}
 CONTINUES, MAX_WORD = "##", 100  # what wordpiece.py's WordPiece runs, as BERT's
@@ -50,6 +65,8 @@ def read_described(folder: Path, fix: str, gpt2: bool):
     if gpt2:
         raise PicoGPTError(_("{path} holds a WordPiece vocabulary, not GPT-2's encoder.json and "
                              "vocab.bpe; {fix}.").format(path=path, fix=fix))
+    if described["kind"] == "wordlevel":
+        return wordlevel_described(folder, described, config, fix)
     return wordpiece_described(folder, described, config, fix)
 
 
@@ -57,6 +74,8 @@ def bpe_described(folder: Path, described: dict, config: dict, gpt2: bool, fix: 
     """An Encoder of tokenizer.json's byte-level BPE; tokenizer_config.json may name no other
     start or end token than <|endoftext|>, nor add a space before a text."""
     path = folder / TOKENIZER_JSON
+    if described["pieces"] is not None:
+        return later_bpe(folder, described, config, fix)
     stated = {name: config.get(name) for name in ("bos_token", "eos_token", "add_prefix_space")}
     for name, value in stated.items():
         value = value.get("content") if isinstance(value, dict) else value
@@ -69,7 +88,8 @@ def bpe_described(folder: Path, described: dict, config: dict, gpt2: bool, fix: 
     check_added(path, described["added"], described["vocab"], {SPECIAL}, fix)
     return bpe_encoder(described["vocab"], described["merges"],
                        (N_VOCAB, N_MERGES) if gpt2 else None,
-                       (f"{path}'s model.vocab", f"{path}'s model.merges"), fix)
+                       (f"{path}'s model.vocab", f"{path}'s model.merges"), fix,
+                       normal=described["normal"])
 
 
 def wordpiece_described(folder: Path, described: dict, config: dict, fix: str):
@@ -124,9 +144,13 @@ def read_tokenizer_json(path: Path, fix: str) -> dict:
         raise PicoGPTError(_("{path} is not a tokenizers file (a JSON object with a \"model\"); "
                              "{fix}.").format(path=path, fix=fix))
     model, kind = data["model"], data["model"].get("type")
-    if kind not in ("BPE", "WordPiece"):
+    if kind == "BPE" and model.get("byte_fallback"):  # SentencePiece's BPE, converted
+        raise refused(path, _("a SentencePiece BPE with byte fallback (as Llama-2's and "
+                              "TinyLlama's)"))
+    if kind not in ("BPE", "WordPiece", "WordLevel"):
         raise refused(path, _("a {kind} model").format(kind=kind))
-    for part, kinds in (BPE_PARTS if kind == "BPE" else WORDPIECE_PARTS).items():
+    parts = {"BPE": BPE_PARTS, "WordLevel": WORDLEVEL_PARTS, "WordPiece": WORDPIECE_PARTS}
+    for part, kinds in parts[kind].items():
         if named(data.get(part)) not in kinds:
             raise refused(path, _("a {part} of type {kind}, with a {model} model").format(
                 part=part, kind=named(data.get(part)), model=kind))
@@ -135,9 +159,24 @@ def read_tokenizer_json(path: Path, fix: str) -> dict:
         raise PicoGPTError(_("{path}'s model has no vocab of token -> id; {fix}.").format(
             path=path, fix=fix))
     added = added_tokens(path, data.get("added_tokens"), fix)
+    if kind == "WordLevel":
+        plain(path, data.get("added_tokens") or [])
+        unknown = model.get("unk_token")
+        return {"kind": "wordlevel", "vocab": vocab, "added": added,
+                "pieces": split_regex(path, data.get("pre_tokenizer") or {}),
+                "begin": begin_token(path, data),
+                "unk": unknown if isinstance(unknown, str) else None}
     if kind == "BPE":
+        pieces, begin = split_regex(path, data["pre_tokenizer"]), begin_token(path, data)
+        if pieces is None and begin is not None:
+            raise refused(path, _("GPT-2's byte-level BPE with a begin token {token} added by "
+                                  "its post_processor").format(token=repr(begin)))
+        if pieces is not None:
+            plain(path, data.get("added_tokens") or [])
         return {"kind": "bpe", "vocab": vocab, "merges": bpe_merges(path, data, fix),
-                "added": added}
+                "added": added, "pieces": pieces, "begin": begin,
+                "normal": named(data.get("normalizer")),
+                "whole": data["model"].get("ignore_merges", False) is True}
     return {"kind": "wordpiece", "vocab": vocab, "settings": described_settings(path, data),
             "added": added}
 
@@ -161,31 +200,29 @@ def named(part) -> str | None:
     Sequence nested 450 deep would otherwise pass Python's recursion limit)."""
     if not isinstance(part, dict):
         return None
-    inside = part.get("normalizers") or part.get("pretokenizers") or part.get("decoders")
+    inside = (part.get("normalizers") or part.get("pretokenizers") or part.get("decoders")
+              or part.get("processors"))
     if part.get("type") == "Sequence" and isinstance(inside, list):
         return "Sequence [{}]".format(", ".join(
             str(step.get("type") if isinstance(step, dict) else None) for step in inside))
     return str(part.get("type"))
 
 
-def refused(path: Path, what: str) -> PicoGPTError:
-    """The one line that refuses a tokenizer picogpt would run differently than its file says."""
-    return PicoGPTError(_("{path} describes {what}, which picogpt cannot run: it runs byte-level "
-                          "BPE tokenizers as GPT-2's and WordPiece tokenizers as BERT's, with "
-                          "their own settings only.").format(path=path, what=what))
-
-
 def bpe_merges(path: Path, data: dict, fix: str) -> list[tuple[str, str]]:
     """The merge list of a byte-level BPE, after checking the settings picogpt's Encoder runs:
     GPT-2's pre-tokenizer regex, no space added before a text, no dropout, no subword marks."""
     model, pre = data["model"], data["pre_tokenizer"]
+    later = pre.get("type") == "Sequence"  # [Split, ByteLevel]: the ByteLevel runs no regex
+    pre = pre["pretokenizers"][1] if later else pre
     unlike = [("pre_tokenizer.add_prefix_space", pre.get("add_prefix_space"), (False, None)),
-              ("pre_tokenizer.use_regex", pre.get("use_regex", True), (True,)),
+              ("pre_tokenizer.use_regex", pre.get("use_regex", True), (not later,)),
               ("model.dropout", model.get("dropout"), (None, 0, 0.0)),
+              ("model.byte_fallback", model.get("byte_fallback", False), (False,)),
               ("model.continuing_subword_prefix", model.get("continuing_subword_prefix"),
                (None, "")),
               ("model.end_of_word_suffix", model.get("end_of_word_suffix"), (None, "")),
-              ("model.ignore_merges", model.get("ignore_merges", False), (False,))]
+              ("model.ignore_merges", model.get("ignore_merges", False),
+               (False, True) if later else (False,))]
     for name, value, runs in unlike:
         if value not in runs:
             raise refused(path, _("a byte-level BPE with {name} = {value}").format(

@@ -90,18 +90,21 @@ def read_bpe(tokens_file: Path, merges_file: Path, sizes: tuple[int, int] | None
 
 
 def bpe_encoder(table, merges: list[tuple], sizes: tuple[int, int] | None,
-                names: tuple[str, str], fix: str) -> Encoder:
+                names: tuple[str, str], fix: str, **settings) -> Encoder:
     """An Encoder of a token table and a merge list, checked: <|endoftext|> and every byte are
     tokens, the ids are 0 .. n - 1, each merge is a pair that makes a token; with sizes
     (GPT-2's), exactly that many tokens and merges and <|endoftext|> = 50256. names are the
-    table's and the list's, as the error names them."""
+    table's and the list's, as the error names them. settings go to the Encoder: a later
+    tokenizer's (its own pieces regex) need not hold <|endoftext|>."""
     tokens_file, merges_file = names
     n_tokens, n_merges = sizes or (None, None)
-    if not isinstance(table, dict) or SPECIAL not in table or (n_tokens is not None and (
-            len(table) != n_tokens or table[SPECIAL] != END_OF_TEXT)):
+    special = "pieces" not in settings
+    if not isinstance(table, dict) or special and SPECIAL not in table or (
+            n_tokens is not None and (len(table) != n_tokens or table[SPECIAL] != END_OF_TEXT)):
         said = (_("{file} is not GPT-2's token table ({n} tokens, {special} = {id}); {fix}.")
                 if n_tokens else
-                _("{file} is not a BPE token table (token -> id, with {special}); {fix}."))
+                _("{file} is not a BPE token table (token -> id, with {special}); {fix}.")
+                if special else _("{file} is not a BPE token table (token -> id); {fix}."))
         raise PicoGPTError(said.format(file=tokens_file, n=n_tokens, special=SPECIAL,
                                        id=END_OF_TEXT, fix=fix))
     if sorted(table.values()) != list(range(len(table))):
@@ -122,7 +125,7 @@ def bpe_encoder(table, merges: list[tuple], sizes: tuple[int, int] | None,
                 _("{file} is not a BPE merge list (one pair a line, each making a token); "
                   "{fix}."))
         raise PicoGPTError(said.format(file=merges_file, n=n_merges, fix=fix))
-    return Encoder(table, merges)
+    return Encoder(table, merges, **settings)
 
 
 def read_chars(path: Path, fix: str) -> Chars:

@@ -19,7 +19,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+import numpy as np
+
+from .. import inside
+from .. import train as training
 from ..generate import generate
+from ..kinds import KINDS
+from ..llama import folder as llama_folder
+from ..llama import train as llama_training
+from ..model import gpt2
 from ..optim import AdamW
 
 # The settings every task shares, as a Run holds them after the task's own (`options`)
@@ -48,6 +56,10 @@ class Run:
     curve_every: int
     options: Any  # the task's Options
     optimizer: Any = field(default_factory=AdamW)  # an optimizer of optim.py, with its settings
+    model: str = "gpt2"  # the block it trains: "gpt2", or "llama" (picogpt/llama/)
+    n_kv_head: int | None = None  # llama: key/value heads (None: llama/train.py's default)
+    n_ffn: int | None = None  # llama: SwiGLU's width
+    rope_theta: float | None = None  # llama: RoPE's base
 
     def settings(self) -> dict:
         """The run as run.json keeps it: every setting, the task's own inside "options", the
@@ -85,6 +97,8 @@ class Plan:
     finish: Callable[[dict], dict] | None = None  # the kept params -> closing figures
     prompt: str = ""  # a prompt to try the model with, in its own language
     sampler: dict = field(default_factory=dict)  # the sampler it writes best with: {"top_k": 8}
+    # params -> the arrays of a Hugging Face model.safetensors, for a model in that layout
+    hf_weights: Callable[[dict], dict] | None = None
 
 
 @dataclass(frozen=True)
@@ -116,3 +130,55 @@ def continuation(params: dict, n_head: int, encoder, prompt: str, n_tokens: int,
     ids = generate(encoder.prompt_ids(prompt), params, n_head, n_tokens,
                    top_k=min(top_k, encoder.n_vocab), seed=seed, encoder=encoder)
     return encoder.decode(list(ids))
+
+
+@dataclass(frozen=True)
+class Block:
+    """The model a run trains, as a task uses it: GPT-2's block (picogpt/train, model.py) or
+    LLaMA's (picogpt/llama/train.py), with its hparams bound. The two rows of `block` are the
+    training side of the table of model kinds."""
+
+    hparams: dict  # the model's shape, as hparams.json holds it
+    init_params: Callable[[np.random.Generator], dict]
+    step: Callable[[Any, dict], tuple[float, dict]]  # (batch, params) -> loss, grads
+    logits: Callable[[Any, dict], np.ndarray]  # (ids [..., n_seq], params) -> logits
+    held_out_loss: Callable[[dict, np.ndarray], float]  # (params, ids) -> nats per token
+    trace: Callable[..., tuple]  # (ids [n_seq], params, names=None) -> logits, values
+    continuation: Callable[..., str]  # (params, encoder, prompt, n_tokens, top_k, seed)
+    # a model written in Hugging Face's layout: its JSON files for a character vocabulary
+    # (encoder -> {name: JSON}), and its weights by checkpoint name (params -> arrays)
+    hf_files: Callable[[Any], dict] | None = None
+    hf_weights: Callable[[dict], dict] | None = None
+
+    def files(self, encoder, own: dict) -> dict:
+        """The model folder's vocabulary files: Hugging Face's when the block writes that
+        layout (encoder is then a character vocabulary), else the task's own."""
+        return self.hf_files(encoder) if self.hf_files else own
+
+
+def block(run: Run, n_vocab: int) -> Block:
+    """The block run trains, for a vocabulary of n_vocab tokens."""
+    if run.model == "llama":  # its row of the table of kinds, hparams from the run's flags
+        row = KINDS["llama"]
+        hparams = llama_training.hparams(n_vocab, run.n_ctx, run.n_embd, run.n_head,
+                                         run.n_layer, run.n_kv_head, run.n_ffn, run.rope_theta)
+        return Block(
+            hparams, lambda rng: row.init(hparams, rng),
+            lambda batch, params: row.loss_and_grads(batch, params, hparams),
+            lambda ids, params: row.forward(ids, params, hparams),
+            lambda params, ids: training.windowed_loss(
+                ids, run.n_ctx, lambda rows: row.forward(rows, params, hparams), n_vocab),
+            lambda ids, params, names=None: row.trace(ids, params, hparams, names),
+            lambda params, *args: continuation(params, hparams, *args),  # its engine's
+            lambda chars: llama_folder.hf_files(hparams, chars.tokens, chars.start,
+                                                chars.unknown),
+            llama_folder.hf_arrays)
+    n_head = run.n_head
+    hparams = {"n_vocab": n_vocab, "n_ctx": run.n_ctx, "n_embd": run.n_embd, "n_head": n_head,
+               "n_layer": run.n_layer}
+    return Block(  # each looked up when called, so a test may stand in for any of them
+        hparams, lambda rng: training.init_params(hparams, rng), training.gpt2_step(n_head),
+        lambda ids, params: gpt2(ids, **params, n_head=n_head),
+        lambda params, ids: training.held_out_loss(params, ids, n_head),
+        lambda ids, params, names=None: inside.trace(ids, params, n_head, names),
+        lambda params, *args: continuation(params, n_head, *args))

@@ -14,7 +14,7 @@ the end the unigram model's probability of an end.
 
 A 下句 is written with the 上句's length: a mask on the logits (no end before it, only the end
 after it), as constraints.py masks a poem's form. Writing one is the model's inference, not the
-task's: transformer/decode.py's `answer` is the one function a learner calls.
+task's: transformer/decoding.py's `answer` is the one function a learner calls.
 """
 
 import re
@@ -27,7 +27,7 @@ from ..chars import Chars, count_chars
 from ..errors import PicoGPTError, _, whole_number
 from ..sampling import Sampling
 from ..transformer.backward import loss_and_grads
-from ..transformer.decode import NO_PAD, answer, answer_each
+from ..transformer.decoding import NO_PAD, answer, answer_each
 from ..transformer.model import decode, encode, init_params, logits
 from . import Plan, Run, Task
 from .ngram import aligned_loss, unigram_probs

@@ -22,9 +22,8 @@ import numpy as np
 
 from ..backward import cross_entropy
 from ..errors import PicoGPTError, _, whole_number
-from ..model import gpt2
-from ..train import gpt2_step, init_params
-from . import Plan, Run, Task
+from ..llama.folder import hf_config
+from . import Plan, Run, Task, block
 from .probes import COPY_LENGTHS, copy_probes, measure_copies
 
 HELD_OUT, HELD_OUT_SEED = 64, 2027  # windows held out, and the seed that makes them
@@ -87,27 +86,28 @@ def task_batches(n_batch: int, n_seq: int, n_vocab: int, rng: np.random.Generato
 def plan(run: Run, data: None) -> Plan:
     """The induction run of run's settings: its windows, held-out windows and probes."""
     o = run.options
-    hparams = {"n_vocab": o.n_vocab, "n_ctx": run.n_ctx, "n_embd": run.n_embd,
-               "n_head": run.n_head, "n_layer": run.n_layer}
+    model = block(run, o.n_vocab)
     rng = np.random.default_rng(run.seed)
-    params = init_params(hparams, rng)
-    block = (o.block_min, o.block_max)
-    windows = task_batches(run.n_batch, run.n_ctx, o.n_vocab, rng, block, o.lead_in_from,
+    params = model.init_params(rng)
+    periods = (o.block_min, o.block_max)
+    windows = task_batches(run.n_batch, run.n_ctx, o.n_vocab, rng, periods, o.lead_in_from,
                            o.lead_in_max)
     groups = copy_probes(run.n_ctx, o.n_vocab)
     # held out: windows as the task makes them at the end (with lead-in), from a seed of their own
     held = periodic_windows(HELD_OUT, run.n_ctx + 1, o.n_vocab,
-                            np.random.default_rng(HELD_OUT_SEED), block, o.lead_in_max)
+                            np.random.default_rng(HELD_OUT_SEED), periods, o.lead_in_max)
 
     def held_out(params: dict) -> dict:
-        logits = gpt2(held[:, :-1], **params, n_head=run.n_head)  # [HELD_OUT, n_ctx, n_vocab]
+        logits = model.logits(held[:, :-1], params)  # [HELD_OUT, n_ctx, n_vocab]
         return {"held_out": round(cross_entropy(logits, held[:, 1:])[0], 4)}
 
     tokens = [f"t{5 * i % (o.n_vocab - 1)}" for i in range(1, 5)]
-    return Plan(hparams=hparams, params=params, batches=windows,
-                loss_and_grads=gpt2_step(run.n_head), held_out=held_out,
-                files=vocab_files(o.n_vocab),
-                probes=lambda params: measure_copies(params, run.n_head, groups),
+    return Plan(hparams=model.hparams, params=params, batches=windows,
+                loss_and_grads=model.step, held_out=held_out,
+                files=vocab_files(o.n_vocab) | ({"config.json": hf_config(
+                    model.hparams, o.n_vocab - 1)} if model.hf_weights else {}),
+                hf_weights=model.hf_weights,
+                probes=lambda params: measure_copies(params, run.n_head, groups, model.trace),
                 prompt=" ".join(tokens + tokens[:2]))
 
 

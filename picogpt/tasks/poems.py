@@ -19,10 +19,10 @@ import numpy as np
 from .. import verse
 from ..chars import Chars, count_chars
 from ..errors import PicoGPTError, _, whole_number
-from ..inside import last_break_score, previous_line_score, rhyme_score, trace
-from ..train import batches, gpt2_step, held_out_loss, init_params
+from ..inside import last_break_score, previous_line_score, rhyme_score
+from ..train import batches
 from ..verse import PUNCTUATION
-from . import Plan, Run, Task, continuation
+from . import Plan, Run, Task, block
 from .ngram import bigram_loss, unigram_loss
 
 # Goals and reference runs, by the corpus a run read: how far under the bigram model the
@@ -138,15 +138,16 @@ def sentences(poem: str) -> list[str]:
     return re.findall(f"[^{PUNCTUATION}\n]+[{PUNCTUATION}]", poem)
 
 
-def form_shares(params: dict, n_head: int, encoder, poems: list[list[str]], top_k: int = 8,
+def form_shares(params: dict, write, encoder, poems: list[list[str]], top_k: int = 8,
                 seed: int = 0) -> dict:  # poems: each regulated poem's sentences
     """How the model writes a regulated poem's second 联 after its first (top-k sampling, no
     constraint), beside the held-out poems' own second 联 and a shuffled one (the next poem's of
     the same length: chance): the share of second 下句 that rhyme with the first (verse.py's
-    十三辙), and of even places whose 平仄 oppose in the second 联; with the model's 联."""
+    十三辙), and of even places whose 平仄 oppose in the second 联; with the model's 联. write
+    is the model's continuation (a tasks.Block's)."""
     lengths = [len(said[0]) - 1 for said in poems]
-    written = [half_lines(continuation(params, n_head, encoder, said[0] + said[1], 2 * n + 3,
-                                       top_k, seed + i))[:2]
+    written = [half_lines(write(params, encoder, said[0] + said[1], 2 * n + 3, top_k,
+                                seed + i))[:2]
                for i, (said, n) in enumerate(zip(poems, lengths))]
     firsts = [said[1][-2] for said in poems]  # each first 下句's last character
     real = [(said[2][:-1], said[3][:-1]) for said in poems]  # the second 联
@@ -177,11 +178,12 @@ def kept_share(prompts: list[str], texts: list[str]) -> float:
     return float(counts[:, 0].sum() / max(1, counts[:, 1].sum()))
 
 
-def line_share(params: dict, n_head: int, encoder, prompts: list[str], n_tokens: int = 24,
+def line_share(params: dict, write, encoder, prompts: list[str], n_tokens: int = 24,
                top_k: int = 8, seed: int = 0) -> tuple[float, list[str]]:
     """The share of whole 句, over a continuation of each prompt (top-k sampling, no
-    constraint), that keep the prompt's 句 length; and the continuations."""
-    texts = [continuation(params, n_head, encoder, prompt, n_tokens, top_k, seed + i)
+    constraint), that keep the prompt's 句 length; and the continuations. write is the model's
+    continuation (a tasks.Block's)."""
+    texts = [write(params, encoder, prompt, n_tokens, top_k, seed + i)
              for i, prompt in enumerate(prompts)]
     return kept_share(prompts, texts), texts
 
@@ -203,15 +205,14 @@ def plan(run: Run, data: Poems) -> Plan:
     encoder = Chars(count_chars("".join(trained)))
     all_ids, held_ids = poem_ids(trained, encoder), poem_ids(held, encoder)
     verse_ids = poem_ids([poem for poem in trained if is_verse(poem, 2)], encoder)
-    n_ctx, n_head, n_batch = run.n_ctx, run.n_head, run.n_batch
+    n_ctx, n_batch = run.n_ctx, run.n_batch
     if min(len(all_ids), len(held_ids)) < n_ctx + 1:
         raise PicoGPTError(_("the poems are {n} characters; training on windows of {m} needs "
                              "at least {need}. Give a longer text.").format(
                                  n=len(all_ids), m=n_ctx + 1, need=2 * (n_ctx + 1)))
-    hparams = {"n_vocab": encoder.n_vocab, "n_ctx": n_ctx, "n_embd": run.n_embd,
-               "n_head": n_head, "n_layer": run.n_layer}
+    model = block(run, encoder.n_vocab)
     rng = np.random.default_rng(run.seed)
-    params = init_params(hparams, rng)
+    params = model.init_params(rng)
     n_verse = round(n_batch * run.options.verse_share) if len(verse_ids) > n_ctx + 1 else 0
     aligned = verse_ids if n_verse else all_ids  # its windows begin where a line begins
     windows = mixed(batches(aligned, max(1, n_verse), n_ctx, rng,
@@ -227,24 +228,25 @@ def plan(run: Run, data: Poems) -> Plan:
     regulated = [poem for poem in held if is_regulated(poem)]  # the held-out 律诗
     rhymed = [sentences(poem) for poem in regulated]
     fits = [said for said in rhymed if 4 * len(said[0]) + 2 <= n_ctx]  # with the second 联
-    probes, figures = heads(regulated, encoder, hparams, baselines)
+    probes, figures = heads(regulated, encoder, model.hparams, baselines, model.trace)
 
     def finish(params: dict) -> dict:
-        share, texts = line_share(params, n_head, encoder, prompts,
+        share, texts = line_share(params, model.continuation, encoder, prompts,
                                   min(24, n_ctx - n_ctx // 2 - 1), seed=run.seed)
         form = {"skipped": "pypinyin"} if not verse.available() else \
-            form_shares(params, n_head, encoder, fits, seed=run.seed) if fits else \
+            form_shares(params, model.continuation, encoder, fits, seed=run.seed) if fits else \
             {"skipped": "n_ctx"}
         return {"line_share": round(share, 4), "kept": kept, "form": form,
                 "source": data.source, "samples": [p + t for p, t in zip(prompts[:8], texts)]}
 
     return Plan(
-        hparams=hparams, params=params, batches=windows, loss_and_grads=gpt2_step(n_head),
-        held_out=lambda params: {"held_out": round(held_out_loss(params, held_ids, n_head), 4)},
-        files={"chars.json": encoder.tokens}, baselines=baselines, probes=probes,
+        hparams=model.hparams, params=params, batches=windows, loss_and_grads=model.step,
+        held_out=lambda params: {"held_out": round(model.held_out_loss(params, held_ids), 4)},
+        files=model.files(encoder, {"chars.json": encoder.tokens}), hf_weights=model.hf_weights,
+        baselines=baselines, probes=probes,
         figures=figures,
-        sample=lambda params, step: continuation(params, n_head, encoder, "",
-                                                 min(32, n_ctx - 1), 8, run.seed + step),
+        sample=lambda params, step: model.continuation(params, encoder, "", min(32, n_ctx - 1),
+                                                       8, run.seed + step),
         curve={"held_out_tokens": len(held_ids) - 1, "held_out_poems": len(held),
                "regulated_poems": len(rhymed), "characters": sum(map(len, data.poems)),
                "distinct": len(set("".join(data.poems)) - {"\n"})},
@@ -254,15 +256,15 @@ def plan(run: Run, data: Poems) -> Plan:
 HEADS = ("last_break", "previous_line", "rhyme_head")  # the probes' keys in the curve
 
 
-def heads(regulated: list[str], encoder, hparams: dict, baselines: dict):
+def heads(regulated: list[str], encoder, hparams: dict, baselines: dict, trace):
     """The probes of a poems run (each head's last-break, previous-line and rhyme score,
     [n_layer][n_head], inside.py's, averaged over up to 32 held-out 律诗 as far as n_ctx holds
     them, each read as training reads a poem: its start token, its line breaks) and the
     figures a measurement prints with them; (None, None) when no 律诗 has two 下句 within
-    n_ctx."""
+    n_ctx. trace(ids, params, names) is the model's forward with its attention patterns."""
     breaks = [i for i in encoder.encode(PUNCTUATION + "\n") if i != encoder.unknown]
     ends = [i for i in encoder.encode("。？！") if i != encoder.unknown]
-    n_ctx, n_head = hparams["n_ctx"], hparams["n_head"]
+    n_ctx = hparams["n_ctx"]
     texts = [poem_ids([poem], encoder)[:n_ctx] for poem in regulated[:32]]  # as trained
     texts = [ids for ids in texts if np.isin(ids[1:], ends).sum() >= 2]
     if not texts:
@@ -272,7 +274,7 @@ def heads(regulated: list[str], encoder, hparams: dict, baselines: dict):
     def probes(params: dict) -> dict:
         scores = {kind: [] for kind in HEADS}
         for ids in texts:
-            _logits, values = trace(ids, params, n_head, names)
+            _logits, values = trace(ids, params, names)
             scores["last_break"].append(last_break_score(values, ids, breaks))
             scores["previous_line"].append(previous_line_score(values, ids, breaks))
             scores["rhyme_head"].append(rhyme_score(values, ids, ends))

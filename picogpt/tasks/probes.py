@@ -10,8 +10,9 @@ curve records every few steps for the induction task and for a text run with --r
 
 import numpy as np
 
+from .. import inside
 from ..backward import cross_entropy
-from ..inside import first_token_score, induction_score, previous_token_score, trace
+from ..inside import first_token_score, induction_score, previous_token_score
 
 COPY_LENGTHS = (5, 8, 13, 21, 29)  # the probes' runs: every length a different distance
 LEAD_IN = 20  # random tokens before a probe's run "with lead-in", fewer if the context is short
@@ -37,16 +38,18 @@ def copy_probes(n_ctx: int, n_vocab: int, seed: int = 2026, per_length: int = 4)
     return groups
 
 
-def measure_copies(params: dict, n_head: int, groups: list[dict]) -> dict:
+def measure_copies(params: dict, n_head: int, groups: list[dict], trace=None) -> dict:
     """On the probes: each group's mean first- and second-copy loss (nats), their means over
     every group, and each head's previous-token, induction and first-token score,
-    [n_layer][n_head], averaged over every probe."""
+    [n_layer][n_head], averaged over every probe. trace(ids, params) is the model's forward
+    with its attention patterns (a tasks.Block's); by default a GPT-2's, inside.trace."""
+    trace = trace or (lambda ids, params: inside.trace(ids, params, n_head))
     copies, scores = [], {"previous": [], "induction": [], "first_token": []}
     for group in groups:
         first, second = [], []
         for text in group["texts"]:
             ids = text["ids"]
-            logits, values = trace(ids, params, n_head)  # [n_seq, n_vocab]
+            logits, values = trace(ids, params)  # [n_seq, n_vocab]
             first.append(cross_entropy(logits[text["first"]], ids[text["first"] + 1])[0])
             second.append(cross_entropy(logits[text["second"]], ids[text["second"] + 1])[0])
             scores["previous"].append(previous_token_score(values))

@@ -19,8 +19,8 @@ from ..chars import Chars, count_chars, paragraphs
 from ..encoder import N_VOCAB, Encoder
 from ..errors import PicoGPTError, _, whole_number
 from ..merges import N_BYTES, bpe_files, learn_merges
-from ..train import batches, gpt2_step, held_out_loss, init_params
-from . import Plan, Run, Task, continuation
+from ..train import batches
+from . import Plan, Run, Task, block
 from .ngram import bigram_loss, unigram_loss
 from .probes import copy_probes, measure_copies
 
@@ -105,27 +105,28 @@ def plan(run: Run, data: Text) -> Plan:
     held = held[: max(1, int(np.searchsorted(lengths, HELD_OUT_TOKENS, "right")))]
     train_ids, held_ids = paragraph_ids(trained, encoder), paragraph_ids(held, encoder)
     check_lengths(run.text, len(train_ids), len(held_ids), run.n_ctx)
-    n_vocab, n_head = encoder.n_vocab, run.n_head
-    hparams = {"n_vocab": n_vocab, "n_ctx": run.n_ctx, "n_embd": run.n_embd, "n_head": n_head,
-               "n_layer": run.n_layer}
+    n_vocab = encoder.n_vocab
+    model = block(run, n_vocab)
     rng = np.random.default_rng(run.seed)
-    params = init_params(hparams, rng)
+    params = model.init_params(rng)
     windows = batches(train_ids, run.n_batch, run.n_ctx, rng, run.options.repeats, n_vocab)
     per_char = (len(held_ids) - 1) / sum(len(part) for part in held)  # tokens per character
     baselines = {"unigram": round(unigram_loss(train_ids, held_ids, n_vocab), 4),
                  "bigram": round(bigram_loss(train_ids, held_ids, n_vocab), 4)}
 
     def held_out(params: dict) -> dict:
-        loss = held_out_loss(params, held_ids, n_head)
+        loss = model.held_out_loss(params, held_ids)
         return {"held_out": round(loss, 4), "held_out_per_char": round(loss * per_char, 4)}
 
     groups = copy_probes(run.n_ctx, n_vocab) if run.options.repeats else []
     return Plan(
-        hparams=hparams, params=params, batches=windows, loss_and_grads=gpt2_step(n_head),
-        held_out=held_out, files=files, vocab_dir=vocab_dir, baselines=baselines,
-        probes=(lambda params: measure_copies(params, n_head, groups)) if groups else None,
-        sample=lambda params, step: continuation(params, n_head, encoder, "",
-                                                 min(32, run.n_ctx - 1), 40, run.seed + step),
+        hparams=model.hparams, params=params, batches=windows, loss_and_grads=model.step,
+        held_out=held_out, files=model.files(encoder, files), hf_weights=model.hf_weights,
+        vocab_dir=vocab_dir, baselines=baselines,
+        probes=(lambda params: measure_copies(params, run.n_head, groups, model.trace))
+        if groups else None,
+        sample=lambda params, step: model.continuation(params, encoder, "",
+                                                       min(32, run.n_ctx - 1), 40, run.seed + step),
         curve={"held_out_tokens": len(held_ids) - 1, "held_out_paragraphs": len(held)},
         prompt=hint_prompt(held[0]))
 

@@ -158,10 +158,17 @@ def learn(params: dict, batches, steps: int, lr: float, warmup: int, step, curve
 
 
 def held_out_loss(params: dict, ids: np.ndarray, n_head: int) -> float:
+    """The mean loss (nats per token) of a GPT-2 on every token of ids after the first
+    (`windowed_loss`). ids are held-out text, never trained on."""
+    n_vocab, n_ctx = params["wte"].shape[0], len(params["wpe"])
+    return windowed_loss(ids, n_ctx, lambda rows: gpt2(rows, **params, n_head=n_head), n_vocab)
+
+
+def windowed_loss(ids: np.ndarray, n_ctx: int, logits, n_vocab: int) -> float:
     """The mean loss (nats per token) on every token of ids after the first, ids read in windows
     of n_ctx that follow one another: each token is scored once, with the tokens before it in
-    its window as its context. ids are held-out text, never trained on."""
-    n_vocab, n_ctx = params["wte"].shape[0], len(params["wpe"])
+    its window as its context. logits(rows) is the model's forward, [n_rows, n_seq] ids ->
+    [n_rows, n_seq, n_vocab]."""
     n_rows = max(1, 2**24 // (n_ctx * n_vocab))  # windows at once: logits of about 64 MB
     windows = [ids[start : start + n_ctx + 1] for start in range(0, len(ids) - 1, n_ctx)]
     full = [window for window in windows if len(window) == n_ctx + 1]
@@ -169,6 +176,5 @@ def held_out_loss(params: dict, ids: np.ndarray, n_head: int) -> float:
     total = 0.0
     for group in groups + [[window] for window in windows if len(window) < n_ctx + 1]:
         rows = np.stack(group)  # [n_rows, n_seq + 1]: the last window may be shorter
-        logits = gpt2(rows[:, :-1], **params, n_head=n_head)  # [n_rows, n_seq, n_vocab]
-        total += cross_entropy(logits, rows[:, 1:])[0] * rows[:, 1:].size
+        total += cross_entropy(logits(rows[:, :-1]), rows[:, 1:])[0] * rows[:, 1:].size
     return total / (len(ids) - 1)

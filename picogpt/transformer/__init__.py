@@ -1,14 +1,13 @@
 """The 2017 encoder-decoder (Vaswani et al.), the couplet model: a kind of model beside GPT-2.
 
 Its rooms: model.py, the forward pass (what `from picogpt.transformer import ...` reads);
-decode.py, the decode loop and a couplet model's inference; backward.py, its backward pass and
+decoding.py, the decode loop and a couplet model's inference; backward.py, its backward pass and
 loss; inside.py, its trace and 对位 score.
 """
 
-# decode.py, the room, is loaded first: loading a submodule sets the package's attribute of its
-# name, and `decode` here must stay model.py's function (the decoder's forward pass)
-from . import decode as decoding  # noqa: F401
-from .model import (  # noqa: E402
+# The decode loop's room is decoding.py, not decode.py: loading a submodule sets the package's
+# attribute of its name, and `decode` here is model.py's function (the decoder's forward pass)
+from .model import (
     NEG,
     causal_mask,
     decode,

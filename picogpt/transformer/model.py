@@ -1,7 +1,7 @@
 """The original encoder-decoder Transformer (Vaswani et al., 2017) in the style of model.py.
 
 It holds what GPT-2 does not have: sinusoidal positions, padding and causal masks, cross-attention,
-the encoder and the post-norm option; decode.py beside it writes with it, a step at a time. The
+the encoder and the post-norm option; decoding.py beside it writes with it, a step at a time. The
 math GPT-2 shares comes from picogpt/model.py. Params are nested dicts; parts that GPT-2 has too
 keep GPT-2's names:
 

@@ -9,7 +9,7 @@ encoder's self-attention (上句 × 上句), the decoder's masked self-attention
 start token) and the cross-attention (下句 × 上句), with each cross-attention head's 对位 score.
 Every attention weight and 对位 score on it is one that transformer/inside.py's `trace_seq2seq`
 or `same_position_score` returned for the pair, run as the decoder ran it: the start token, then
-the 下句. Each character's p is the one transformer/decode.py's loop gave it: its probability in
+the 下句. Each character's p is the one transformer/decoding.py's loop gave it: its probability in
 the distribution it was drawn from (under the length mask, after the sampler's filters), or, when
 the prompt is a whole 联, the model's own distribution, masked, at each step the poet's character
 was fed in (teacher forcing). The cross-attention panel opens on its most aligned head.
@@ -19,7 +19,7 @@ import numpy as np
 
 from ..chars import Chars
 from ..show import piece
-from ..transformer.decode import Written
+from ..transformer.decoding import Written
 from ..transformer.inside import same_position_score, trace_seq2seq
 from .page import fill, titled
 from .views import float32_base64
@@ -27,7 +27,7 @@ from .views import float32_base64
 
 def couplet_data(first: str, made: Written, params: dict, hparams: dict, encoder: Chars,
                  settings: dict, model: dict, forced: bool = False) -> dict:
-    """Everything the page shows of a 上句 and the 下句 decode.py's loop wrote for it (made: one
+    """Everything the page shows of a 上句 and the 下句 decoding.py's loop wrote for it (made: one
     row, the 下句 and its end), or fed in when forced (the poet's own). settings: the sampler's
     (top_k, top_p, temperature, seed); model: as LoadedModel.about() names it."""
     n_layer, n_dec_layer = len(params["encoder"]["blocks"]), len(params["decoder"]["blocks"])

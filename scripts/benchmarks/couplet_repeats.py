@@ -17,7 +17,7 @@ from picogpt.files.loaded_model import load_model
 from picogpt.files.poems import read_poems
 from picogpt.sampling import Sampling
 from picogpt.tasks.couplet import split
-from picogpt.transformer.decode import answer_each
+from picogpt.transformer.decoding import answer_each
 
 
 def doubled(first: str, second: str) -> bool:

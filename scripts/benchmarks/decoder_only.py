@@ -89,7 +89,7 @@ def gpt_held_out(params: dict, lines: dict, n_head: int, n_rows: int = 512) -> d
 
 def gpt_answer(first: str, params: dict, n_head: int, encoder, seed: int) -> str:
     """A 下句 for first from the GPT after <start>上句，: as many characters as the 上句 (no
-    punctuation, start or unknown), top-k 8, the same mask as transformer/decode.py's answer."""
+    punctuation, start or unknown), top-k 8, the same mask as transformer/decoding.py's answer."""
     ids = [encoder.start, *encoder.encode(first + "，")]
     allowed = np.ones(encoder.n_vocab, bool)
     allowed[[encoder.start, encoder.unknown, *encoder.encode("，。")]] = False

@@ -11,6 +11,11 @@ Shapes: `default` is train.py's (GPT-2's 50,257 tokens, 2 layers, 4 heads, n_emb
 64, 32 windows). Each engine runs in a child process of its own, so its memory peak is its own;
 rounds alternate between the engines, and each ratio is of medians.
 
+The `llama-poems` shape trains the LLaMA block (`--model llama`) at the poems shape: 4 query
+heads over 2 key/value heads, SwiGLU of 352, tied head. picogpt's step is
+llama/fasttrain.loss_and_grads (llama/backward.py's with --backward), torch's transformers'
+LlamaForCausalLM (its default attention, SDPA) with the same AdamW.
+
 The `couplet` shapes train the 2017 encoder-decoder instead: picogpt's step is
 transformer.backward.loss_and_grads and train.adamw, torch's is torch.nn.Transformer with an
 nn.Embedding shared by source, target and output (the same model: 2 + 2 layers, d_model 128, 4
@@ -22,6 +27,7 @@ second count the target's.
 
     python -m scripts.benchmarks.training --rounds 3 --steps 8 --shape default poems
     python -m scripts.benchmarks.training --rounds 5 --steps 10 --shape couplet couplet-128
+    python -m scripts.benchmarks.training --rounds 3 --steps 8 --shape poems llama-poems
 
 It also splits picogpt's step into its parts, to show where the time goes.
 """
@@ -40,7 +46,9 @@ SHAPES = {"default": ({"n_vocab": 50257, "n_ctx": 128, "n_embd": 128, "n_head": 
                     32)}
 COUPLET = {"n_vocab": 6000, "n_src": 8, "n_ctx": 9, "n_embd": 128, "n_head": 4, "n_layer": 2,
            "d_ff": 512}  # n_ctx: the target's length
-SHAPES |= {"couplet": (COUPLET, 64), "couplet-128": (COUPLET, 128)}
+SHAPES |= {"couplet": (COUPLET, 64), "couplet-128": (COUPLET, 128),
+           "llama-poems": ({**SHAPES["poems"][0], "model": "llama", "n_kv_head": 2,
+                            "n_ffn": 352}, 32)}
 HPARAMS = dict(SHAPES["default"][0])  # the shape a child trains, set from its --shape
 PARTS = ("block_forward", "softmax_cross_entropy_", "block_backward")  # fasttrain's, timed
 SEQ2SEQ_PARTS = ("encoder_layer_forward", "decoder_layer_forward", "softmax_cross_entropy_",
@@ -75,23 +83,34 @@ def numpy_steps(engine: str, steps: int, n_batch: int, parts: bool) -> dict:
     import numpy as np
 
     from picogpt import backward, fasttrain, train
-
-    step_grads = fasttrain.loss_and_grads if engine == "picogpt" else backward.loss_and_grads
+    from picogpt.llama import backward as llama_backward
+    from picogpt.llama import fasttrain as llama_fasttrain
+    from picogpt.llama import train as llama_train
 
     rng = np.random.default_rng(0)
-    params, state = train.init_params(HPARAMS, rng), {"step": 0}
+    if HPARAMS.get("model") == "llama":
+        hparams = llama_train.hparams(*(HPARAMS[key] for key in (
+            "n_vocab", "n_ctx", "n_embd", "n_head", "n_layer", "n_kv_head", "n_ffn")))
+        params, timed_module = llama_train.init_params(hparams, rng), llama_fasttrain
+        module = llama_fasttrain if engine == "picogpt" else llama_backward
+        settings = llama_train.forward_hparams(hparams)
+    else:
+        params, timed_module = train.init_params(HPARAMS, rng), fasttrain
+        module = fasttrain if engine == "picogpt" else backward
+        settings = {"n_head": HPARAMS["n_head"]}
+    state = {"step": 0}
     ids = rng.integers(0, HPARAMS["n_vocab"], 100_000)
     data = train.batches(ids, n_batch, HPARAMS["n_ctx"], rng)
     spent = {}
     if parts:  # time each part by wrapping the functions loss_and_grads calls
         for name in PARTS:
-            setattr(fasttrain, name, timer(getattr(fasttrain, name), name, spent))
+            setattr(timed_module, name, timer(getattr(timed_module, name), name, spent))
 
     def step():
         inputs, targets = next(data)
         nonlocal params, state
         start = time.perf_counter()
-        _, grads = step_grads(inputs, targets, params, HPARAMS["n_head"])
+        _, grads = module.loss_and_grads(inputs, targets, params, **settings)
         middle = time.perf_counter()
         params, state = train.adamw(params, grads, state, 1e-3)
         spent["loss_and_grads"] = spent.get("loss_and_grads", 0.0) + middle - start
@@ -101,16 +120,31 @@ def numpy_steps(engine: str, steps: int, n_batch: int, parts: bool) -> dict:
 
 
 def torch_steps(steps: int, n_batch: int) -> dict:
-    import numpy as np
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
+    if HPARAMS.get("model") == "llama":
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        model = LlamaForCausalLM(LlamaConfig(
+            vocab_size=HPARAMS["n_vocab"], hidden_size=HPARAMS["n_embd"],
+            intermediate_size=HPARAMS["n_ffn"], num_hidden_layers=HPARAMS["n_layer"],
+            num_attention_heads=HPARAMS["n_head"], num_key_value_heads=HPARAMS["n_kv_head"],
+            max_position_embeddings=HPARAMS["n_ctx"], tie_word_embeddings=True)).train()
+        return torch_model_steps(model, steps, n_batch)
     config = GPT2Config(vocab_size=HPARAMS["n_vocab"], n_positions=HPARAMS["n_ctx"],
                         n_embd=HPARAMS["n_embd"], n_layer=HPARAMS["n_layer"],
                         n_head=HPARAMS["n_head"], activation_function="gelu_new",
                         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
-    model = GPT2LMHeadModel(config).train()
+    return torch_model_steps(GPT2LMHeadModel(config).train(), steps, n_batch)
+
+
+def torch_model_steps(model, steps: int, n_batch: int) -> dict:
+    """Steps of a transformers causal LM: cross-entropy, backward, AdamW (decay on matrices)."""
+    import numpy as np
+    import torch
+
     matrices = [p for p in model.parameters() if p.ndim == 2]
     others = [p for p in model.parameters() if p.ndim != 2]
     optimiser = torch.optim.AdamW([{"params": matrices, "weight_decay": 0.1},

@@ -1,4 +1,4 @@
-"""The encoder-decoder's decode loop and a couplet's masks (transformer/decode.py): the length,
+"""The encoder-decoder's decode loop and a couplet's masks (transformer/decoding.py): the length,
 and --distinct's 叠字 mask, judged here by counting characters, not by the mask's own code. The
 loop against torch's greedy decoding is in test_transformer.py, against a trained model's answers
 in test_couplet.py."""
@@ -9,7 +9,7 @@ from test_openai import assert_one_line_error, picogpt
 from picogpt.chars import Chars
 from picogpt.sampling import Sampling
 from picogpt.transformer import init_params
-from picogpt.transformer.decode import answer, couplet_allowed
+from picogpt.transformer.decoding import answer, couplet_allowed
 
 ENCODER = Chars([*"年岁花相似人不同春风", "<|unknown|>", "<|start|>"])
 
@@ -82,12 +82,12 @@ def test_distinct_is_on_by_default_on_the_command_line_and_a_gpt2_refuses_it(tmp
 
 def test_the_packages_decode_stays_the_decoders_forward_after_the_room_loads():
     """`from picogpt.transformer import decode` is model.py's decode whatever was imported
-    before: loading the room decode.py must not replace the package's name with the module."""
+    before: loading the room decoding.py must not replace the package's name with the module."""
     import importlib
 
     import picogpt.transformer as package
     from picogpt.transformer import model
 
-    room = importlib.import_module("picogpt.transformer.decode")
+    room = importlib.import_module("picogpt.transformer.decoding")
     assert package.decode is model.decode and room.write is not None
     assert package.decoding is room
