@@ -13,10 +13,10 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from . import kvcache
 from .constraints import Verse, masked
 from .encoder import END_OF_TEXT, Encoder, added_bytes, model_tokens
 from .errors import PicoGPTError, _, number, text, whole_number
-from .kinds import running
 from .sampling import Sampling, Step, describe, sample_rngs
 
 
@@ -103,7 +103,7 @@ def decode_samples(prompt: list[int], params: dict, n_head: int | dict, n_tokens
     """
     if n_tokens == 0:
         return
-    engine = running(n_head)[0].engine  # the cache and steps of the model's kind
+    engine = engine_of(n_head)  # the cache and steps of the model's kind
     new_cache, run_prompt = engine.KVCache, engine.prefill
     if len(rngs) == 1:  # one batch row, its cache sized for the prompt and every new token
         cache = new_cache(params, n_head, len(prompt) + n_tokens, batch=(1,))
@@ -157,10 +157,32 @@ def decode_samples(prompt: list[int], params: dict, n_head: int | dict, n_tokens
         logits = engine.decode_step(ids, params, n_head, cache)  # [n_alive, n_vocab]
 
 
-def sizes(params: dict, n_head) -> tuple[int, int]:
+class Running(dict):
+    """A model's hparams with the engine its kind runs on (its KV cache, prefill, decode step,
+    scoring windows, n_vocab and n_ctx): what a model of another kind than GPT-2 gives
+    generate() and score() in n_head's place (kinds.py: Kind.runs_with)."""
+
+    def __init__(self, hparams: dict, engine):
+        super().__init__(hparams)
+        self.engine = engine
+
+
+def engine_of(n_head: int | Running):
+    """The engine n_head's model runs on: its kind's, or kvcache.py's for a GPT-2's head count."""
+    if isinstance(n_head, Running):
+        return n_head.engine
+    if isinstance(n_head, dict):  # hparams without their kind's engine
+        raise PicoGPTError(_("give generate and score a GPT-2's n_head, or another kind's "
+                             "hparams as its kind runs them: "
+                             "picogpt.kinds.kind_of(hparams).runs_with(hparams)."))
+    return kvcache
+
+
+def sizes(params: dict, n_head: int | Running) -> tuple[int, int]:
     """The model's n_vocab and n_ctx, as its kind reads them (a GPT-2's from wte and wpe)."""
-    kind, hparams = running(n_head)
-    return kind.n_vocab(params), kind.n_ctx(hparams, params)
+    if not isinstance(n_head, Running):
+        return len(params["wte"]), len(params["wpe"])
+    return n_head.engine.n_vocab(params), n_head.engine.n_ctx(params, n_head)
 
 
 # Temperature and repetition penalty divide float32 logits (GPT-2's reach ~100): outside these

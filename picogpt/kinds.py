@@ -26,6 +26,7 @@ import numpy as np
 
 from . import fasttrain, inside, kvcache
 from .errors import N_, PicoGPTError, _
+from .generate import Running
 from .llama import engine as llama_engine
 from .llama import train as llama_train
 from .model import gpt2
@@ -113,9 +114,10 @@ class Kind:
     def __repr__(self) -> str:
         return f"Kind({self.name!r})"
 
-    def runs_with(self, hparams: dict) -> int | dict:
-        """What the engine's functions (generate, score) take in GPT-2's n_head place."""
-        return hparams["n_head"] if self.name == "gpt2" else hparams
+    def runs_with(self, hparams: dict) -> int | Running:
+        """What the engine's functions (generate, score) take in GPT-2's n_head place: GPT-2's
+        head count, or another kind's hparams with the engine they run on."""
+        return hparams["n_head"] if self.name == "gpt2" else Running(hparams, self.engine)
 
     def saved(self, hparams: dict) -> dict:
         """hparams as this kind's hparams.json holds them: its "model" (none for GPT-2), then
@@ -148,14 +150,6 @@ def kind_of(hparams: dict, source: str = "hparams", fix: str = "") -> Kind:
                              "{model!r}); picogpt knows {kinds}. {fix}").format(
             source=source, model=name, kinds=", ".join(KINDS), fix=fix).strip())
     return KINDS[name]
-
-
-def running(n_head: int | dict) -> tuple[Kind, dict]:
-    """The kind and hparams of what generate() and score() were given in n_head's place
-    (`Kind.runs_with`): a GPT-2's head count, or a model's hparams whole."""
-    if isinstance(n_head, dict):
-        return kind_of(n_head), n_head
-    return GPT2, {"n_head": n_head}
 
 
 # GPT-2 ---------------------------------------------------------------------------------------

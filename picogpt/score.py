@@ -19,8 +19,7 @@ import numpy as np
 
 from .encoder import model_tokens
 from .errors import PicoGPTError, _, whole_number
-from .generate import check_ids, sizes
-from .kinds import running
+from .generate import check_ids, engine_of, sizes
 from .kvcache import SCORE_CHUNK, window_stream  # noqa: F401 (GPT-2's, where they were)
 from .sampling import most_likely
 
@@ -54,7 +53,7 @@ def score_windows(ids: Sequence[int], params: dict, n_head: int, stride: int | N
                   top: int = 0, start_id: int | None = None) -> Iterator[Scores]:
     """Score ids window by window (see the module's docstring), yielding each window's Scores."""
     n_vocab, n_ctx = sizes(params, n_head)
-    engine = running(n_head)[0].engine  # the model's kind runs its windows
+    engine = engine_of(n_head)  # the model's kind runs its windows
     stride = n_ctx // 2 if stride is None else stride
     check_score_settings(len(ids), stride, n_ctx)
     check_ids(ids, n_vocab)

@@ -13,6 +13,7 @@ from test_openai import assert_one_line_error, picogpt
 from picogpt import PicoGPTError, generate, load_hf
 from picogpt.files.llama_hf import nest_llama
 from picogpt.generate import decode_samples, generate_samples
+from picogpt.kinds import KINDS as KIND_ROWS
 from picogpt.llama import model as llama_model
 from picogpt.llama.engine import LlamaCache, decode_step, prefill
 from picogpt.llama.model import HPARAMS, grouped_attention, llama, rms_norm, rope, rope_angles
@@ -204,12 +205,13 @@ def test_an_index_naming_a_file_outside_the_folder_is_refused(tmp_path, cache_ho
 
 
 def engine_model(kind: str, tied: bool, seed: int):
-    """(transformers model, params, hparams as load_hf gives them) for a random model."""
+    """(transformers model, params, hparams as load_hf gives them, with their kind's engine: what
+    generate takes in n_head's place) for a random model."""
     model = random_llama(kind, tied, seed=seed)
     config = model.config
     hparams = {"model": "llama", "n_ctx": config.max_position_embeddings,
                **forward_hparams(config)}
-    return model, nest_llama(state_arrays(model)), hparams
+    return model, nest_llama(state_arrays(model)), KIND_ROWS["llama"].runs_with(hparams)
 
 
 @pytest.mark.parametrize("kind,tied", [("llama", False), ("qwen2", True), ("qwen3", False)])

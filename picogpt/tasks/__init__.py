@@ -169,7 +169,7 @@ def block(run: Run, n_vocab: int) -> Block:
             lambda params, ids: training.windowed_loss(
                 ids, run.n_ctx, lambda rows: row.forward(rows, params, hparams), n_vocab),
             lambda ids, params, names=None: row.trace(ids, params, hparams, names),
-            lambda params, *args: continuation(params, hparams, *args),  # its engine's
+            lambda params, *args: continuation(params, row.runs_with(hparams), *args),
             lambda chars: llama_folder.hf_files(hparams, chars.tokens, chars.start,
                                                 chars.unknown),
             llama_folder.hf_arrays)
