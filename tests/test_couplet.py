@@ -223,8 +223,7 @@ def couplet_float64(params):
 
 
 def test_answer_is_a_function_a_learner_imports_and_its_example_runs():
-    # the module by its name: the package's attribute `decode` is model.py's function
-    decoding = importlib.import_module("picogpt.transformer.decode")
+    decoding = importlib.import_module("picogpt.transformer.decoding")
     failed, tried = doctest.testmod(decoding, optionflags=doctest.ELLIPSIS)
     assert tried >= 1 and failed == 0
 

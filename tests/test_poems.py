@@ -91,7 +91,7 @@ def test_verse_windows_begin_where_a_line_begins(monkeypatch, tmp_path):
     text.write_text(verse_text(60), encoding="utf-8")
     plans = []
 
-    def caught(run, plan, record, resuming):  # the run's plan, kept instead of trained
+    def caught(run, plan, record, resuming, threads=None):  # the plan, kept instead of trained
         plans.append(plan)
         raise KeyboardInterrupt
 
