@@ -29,14 +29,22 @@ from .errors import N_, PicoGPTError, _
 from .generate import Running
 from .llama import engine as llama_engine
 from .llama import train as llama_train
+from .llama.kind import llama_fit_vocabulary, llama_fits, llama_groups, llama_shapes
 from .model import gpt2
-from .optim import GROUPS, leaf_groups
+from .optim import leaf_groups
 from .train import init_params as gpt2_init
 from .transformer import backward as transformer_backward
-from .transformer import decode, encode, logits, padding_mask, tables
 from .transformer import init_params as transformer_init
 from .transformer import inside as transformer_inside
-from .tree import flatten
+from .transformer import tables
+from .transformer.kind import (
+    MAX_SEQ2SEQ_CTX,
+    NO_PAD,
+    NORM_FIRST,
+    seq2seq_forward,
+    seq2seq_shapes,
+    seq2seq_step,
+)
 
 
 def whole(value: Any) -> bool:
@@ -197,13 +205,6 @@ GPT2 = Kind(
 
 # The 2017 encoder-decoder ---------------------------------------------------------------------
 
-NO_PAD = -1  # no id is -1: the couplet task's sources and targets are never padded
-NORM_FIRST = True  # as the couplet task trains, when hparams do not say
-# the longest context of a 2017 transformer: a GPT-2's n_ctx is its wpe's rows, but this
-# model's positions are sines of any length, so hparams.json alone would bound the work (a
-# 上句 of n_ctx - 1 characters); a 联's 句 are 5 or 7 characters, the couplet task's n_ctx 16
-MAX_SEQ2SEQ_CTX = 1024
-
 
 def seq2seq_fits(hparams: dict, source: str, fix: str) -> None:
     """Raise unless the heads fit and n_ctx is within what a couplet model may ask for."""
@@ -212,48 +213,6 @@ def seq2seq_fits(hparams: dict, source: str, fix: str) -> None:
         raise PicoGPTError(_("{source}: n_ctx={n_ctx} is past the {most} a couplet model "
                              "(the 2017 transformer) takes; {fix}.").format(
             source=source, n_ctx=hparams["n_ctx"], most=MAX_SEQ2SEQ_CTX, fix=fix))
-
-
-def seq2seq_shapes(hparams: dict) -> dict[str, tuple[int, ...]]:
-    """The flat name and shape of every tensor of the 2017 encoder-decoder with these hparams,
-    as transformer.init_params makes it (one table, "embed"; d_ff = 4 * n_embd)."""
-    d = hparams["n_embd"]
-    linear = {"w": (d, d), "b": (d,)}
-    attn = {f"{part}.{key}": shape for part in ("q", "k", "v", "c_proj")
-            for key, shape in linear.items()}
-    norm = {"g": (d,), "b": (d,)}
-    mlp = {"mlp.c_fc.w": (d, 4 * d), "mlp.c_fc.b": (4 * d,), "mlp.c_proj.w": (4 * d, d),
-           "mlp.c_proj.b": (d,)}
-
-    def block(kinds: tuple[str, ...], norms: int) -> dict:
-        return {**{f"{kind}.{k}": v for kind in kinds for k, v in attn.items()},
-                **{f"ln_{i}.{k}": v for i in range(1, norms + 1) for k, v in norm.items()}, **mlp}
-
-    shapes = {"embed": (hparams["n_vocab"], d)}
-    for stack, n, kinds in (("encoder", hparams["n_layer"], ("attn",)),
-                            ("decoder", hparams["n_dec_layer"], ("attn", "cross_attn"))):
-        shapes |= {f"{stack}.h{i}.{name}": shape for i in range(n)
-                   for name, shape in block(kinds, len(kinds) + 1).items()}
-        shapes |= {f"{stack}.ln_f.{k}": v for k, v in norm.items()}
-    return shapes
-
-
-def seq2seq_forward(inputs: tuple, params: dict, hparams: dict) -> np.ndarray:
-    """The decoder's logits [..., n_tgt, n_vocab] for (source ids, target ids so far)."""
-    src, tgt = (np.asarray(ids) for ids in inputs)
-    n_head, norm_first = hparams["n_head"], hparams.get("norm_first", NORM_FIRST)
-    memory = encode(src, params, n_head, NO_PAD, norm_first)
-    return logits(decode(tgt, memory, params, n_head, NO_PAD, padding_mask(src, NO_PAD),
-                         norm_first), params)
-
-
-def seq2seq_step(tgt_ids, params: dict, hparams: dict, memory: np.ndarray) -> np.ndarray:
-    """The next token's logits [..., n_vocab] after the target so far, given the encoder's memory
-    (the decoder keeps no cache: it reads the whole target again)."""
-    n_head, norm_first = hparams["n_head"], hparams.get("norm_first", NORM_FIRST)
-    no_mask = np.zeros((1, memory.shape[-2]), np.float32)  # [1, n_src]: nothing is padding
-    out = decode(np.asarray(tgt_ids), memory, params, n_head, NO_PAD, no_mask, norm_first)
-    return logits(out[..., -1, :], params)
 
 
 TRANSFORMER = Kind(
@@ -273,60 +232,6 @@ TRANSFORMER = Kind(
 
 
 # The LLaMA family's block (LLaMA, Qwen2/2.5, Qwen3) -------------------------------------------
-
-def llama_shapes(hparams: dict) -> dict[str, tuple[int, ...]]:
-    """The flat name and shape of every tensor of a LLaMA-kind model with these hparams: Hugging
-    Face's names with "model." dropped and layers.{i} -> h{i}, weights [n_out, n_in]."""
-    e, f, d = hparams["n_embd"], hparams["n_ffn"], hparams["d_head"]
-    q, kv = hparams["n_head"] * d, hparams["n_kv_head"] * d
-    block = {"input_layernorm.weight": (e,), "post_attention_layernorm.weight": (e,),
-             "self_attn.q_proj.weight": (q, e), "self_attn.k_proj.weight": (kv, e),
-             "self_attn.v_proj.weight": (kv, e), "self_attn.o_proj.weight": (e, q),
-             "mlp.gate_proj.weight": (f, e), "mlp.up_proj.weight": (f, e),
-             "mlp.down_proj.weight": (e, f)}
-    if hparams["qkv_bias"]:  # Qwen2
-        block |= {"self_attn.q_proj.bias": (q,), "self_attn.k_proj.bias": (kv,),
-                  "self_attn.v_proj.bias": (kv,)}
-    if hparams["qk_norm"]:  # Qwen3
-        block |= {"self_attn.q_norm.weight": (d,), "self_attn.k_norm.weight": (d,)}
-    shapes = {"embed_tokens.weight": (hparams["n_vocab"], e), "norm.weight": (e,)}
-    if not hparams["tied"]:
-        shapes["lm_head.weight"] = (hparams["n_vocab"], e)
-    return shapes | {f"h{i}.{name}": shape for i in range(hparams["n_layer"])
-                     for name, shape in block.items()}
-
-
-def llama_groups(params: dict) -> dict[str, list[str]]:
-    """The parameter groups of a LLaMA-kind tree, by Hugging Face's names: the token table and
-    an untied head are embeddings, every norm's weight a gain, a bias a bias, any other weight a
-    matrix."""
-    groups = {group: [] for group in GROUPS}
-    for name in flatten(params):
-        group = ("embeddings" if name.split(".")[0] in ("embed_tokens", "lm_head") else
-                 "gains" if name.rsplit(".", 2)[-2].endswith("norm") else
-                 "biases" if name.endswith(".bias") else "matrices")
-        groups[group].append(name)
-    return groups
-
-
-def llama_fits(hparams: dict, source: str, fix: str) -> None:
-    """Raise unless the query heads split into groups, one per key/value head."""
-    if hparams["n_head"] % hparams["n_kv_head"]:
-        raise PicoGPTError(_("{source}: n_head={n_head} is not a multiple of n_kv_head="
-                             "{n_kv_head}; {fix}.").format(
-            source=source, n_head=hparams["n_head"], n_kv_head=hparams["n_kv_head"], fix=fix))
-
-
-def llama_fit_vocabulary(hparams: dict, params: dict, n_vocab: int) -> tuple[dict, dict]:
-    """The embedding (and an untied head) cut to the tokenizer's n_vocab rows: Qwen pads its
-    151,665 tokens to 151,936 rows, and a row no token has must never be sampled."""
-    if n_vocab >= params["embed_tokens"]["weight"].shape[0]:
-        return hparams, params
-    cut = {"embed_tokens": {"weight": params["embed_tokens"]["weight"][:n_vocab]}}
-    if "lm_head" in params:
-        cut["lm_head"] = {"weight": params["lm_head"]["weight"][:n_vocab]}
-    return {**hparams, "n_vocab": n_vocab}, {**params, **cut}
-
 
 LLAMA = Kind(
     name="llama", title="LLaMA",  # hparams.json: {"model": "llama", ...}
