@@ -146,8 +146,11 @@ def test_decoder_only_scores_the_xia_ju_and_its_end_given_the_shang_ju(tmp_path)
     result = compare(str(write_marked_poems(tmp_path)), 0.5, 10, n_samples=3)
     seq, gpt = result["encoder-decoder"], result["decoder-only"]
     assert abs(gpt["params"] - seq["params"]) / seq["params"] < 0.1
+    # both as long as the 上句; the GPT's mask also keeps out the marks its vocabulary holds (the
+    # encoder-decoder's answer masks only the length: how far 0.5 s of CPU trains it, and so
+    # whether it writes a mark, depends on the machine)
     for sample in result["samples"]:
         for model in ("encoder-decoder", "decoder-only"):
-            written = sample[model]
-            assert len(written) == len(sample["上句"]) and not set(written) & set("，。")
+            assert len(sample[model]) == len(sample["上句"])
+        assert not set(sample["decoder-only"]) & set("，。")
     assert table(result)[2].startswith("| encoder-decoder | ")
