@@ -132,25 +132,28 @@ def extend(ids, params: dict, n_head: int, cache: KVCache) -> np.ndarray:
 
 
 def prefill(ids, params: dict, n_head: int, cache: KVCache,
-            chunk: int | None = None) -> np.ndarray:
+            chunk: int | None = None, extend_with=None) -> np.ndarray:
     """Run a prompt's ids into the cache, a chunk of positions per pass: the last logits.
 
     chunk=None takes FIRST_CHUNK positions in the first pass of an empty cache, CHUNK after.
+    extend_with is another kind's pass over new positions (llama/engine.py's); None is GPT-2's.
     """
     ids = np.asarray(ids)  # [..., n_prompt] -> [..., n_vocab]
     assert ids.shape[-1] > 0, "prefill needs at least one id"
     start = 0
     while start < ids.shape[-1]:
         stop = start + (chunk or (FIRST_CHUNK if cache.n_past == 0 else CHUNK))
-        logits = extend(ids[..., start:stop], params, n_head, cache)
+        logits = (extend_with or extend)(ids[..., start:stop], params, n_head, cache)
         start = stop
     return logits
 
 
-def decode_step(next_ids, params: dict, n_head: int, cache: KVCache) -> np.ndarray:
-    """One new position for each batch row: its token's logits for the position after it."""
+def decode_step(next_ids, params: dict, n_head: int, cache: KVCache,
+                extend_with=None) -> np.ndarray:
+    """One new position for each batch row: its token's logits for the position after it
+    (extend_with: another kind's pass over new positions; None is GPT-2's)."""
     # [n_rows] ids -> [n_rows, n_vocab] (a cache without a batch: [] -> [n_vocab])
-    return extend(np.asarray(next_ids)[..., None], params, n_head, cache)
+    return (extend_with or extend)(np.asarray(next_ids)[..., None], params, n_head, cache)
 
 
 def window_stream(inputs, params: dict, n_head: int) -> np.ndarray:

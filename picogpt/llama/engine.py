@@ -10,7 +10,8 @@ llama/fast.py's copies of model.py's, shaped for a decode step's few rows.
 
 import numpy as np
 
-from ..kvcache import CHUNK, FIRST_CHUNK, KVCache, LayerCache
+from .. import kvcache
+from ..kvcache import KVCache, LayerCache
 from .fast import linear, llama_block
 from .model import rms_norm, rope_angles
 
@@ -87,21 +88,15 @@ def extend(ids, params: dict, hparams: dict, cache: LlamaCache) -> np.ndarray:
 
 def prefill(ids, params: dict, hparams: dict, cache: LlamaCache,
             chunk: int | None = None) -> np.ndarray:
-    """Run a prompt's ids into the cache, a chunk of positions per pass: the last logits."""
-    ids = np.asarray(ids)  # [..., n_prompt] -> [..., n_vocab]
-    assert ids.shape[-1] > 0, "prefill needs at least one id"
-    start = 0
-    while start < ids.shape[-1]:
-        stop = start + (chunk or (FIRST_CHUNK if cache.n_past == 0 else CHUNK))
-        logits = extend(ids[..., start:stop], params, hparams, cache)
-        start = stop
-    return logits
+    """Run a prompt's ids into the cache in chunks, as kvcache.prefill: the last logits."""
+    # [..., n_prompt] -> [..., n_vocab]
+    return kvcache.prefill(ids, params, hparams, cache, chunk, extend_with=extend)
 
 
 def decode_step(next_ids, params: dict, hparams: dict, cache: LlamaCache) -> np.ndarray:
-    """One new position for each batch row: its token's logits for the position after it."""
+    """One new position for each batch row, as kvcache.decode_step: its next token's logits."""
     # [n_rows] ids -> [n_rows, n_vocab] (a cache without a batch: [] -> [n_vocab])
-    return extend(np.asarray(next_ids)[..., None], params, hparams, cache)
+    return kvcache.decode_step(next_ids, params, hparams, cache, extend_with=extend)
 
 
 def window_stream(inputs, params: dict, hparams: dict) -> np.ndarray:
