@@ -29,6 +29,7 @@ from .errors import N_, PicoGPTError, _
 from .generate import Running
 from .llama import engine as llama_engine
 from .llama import train as llama_train
+from .llama import variant
 from .llama.kind import llama_fit_vocabulary, llama_fits, llama_groups, llama_shapes
 from .model import gpt2
 from .optim import leaf_groups
@@ -62,9 +63,14 @@ def positive(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
 
 
+def word(value: Any) -> bool:
+    """A string (which ones a kind takes, its fits check says)."""
+    return isinstance(value, str)
+
+
 # What each check asks for, as the error line names it
 ASKS = {whole: N_("positive integers"), flag: N_("true or false"),
-        positive: N_("positive numbers")}
+        positive: N_("positive numbers"), word: N_("words")}
 
 
 def heads_fit(hparams: dict, source: str, fix: str) -> None:
@@ -247,6 +253,34 @@ LLAMA = Kind(
     views=False, scores_first=False)
 
 
+# The training-only variant (llama/variant.py): a switch for each change between the blocks ---
+
+
+def variant_fits(hparams: dict, source: str, fix: str) -> None:
+    """Raise unless the heads fit and each switch is one the variant has."""
+    llama_fits(hparams, source, fix)
+    for key, choices in variant.CHOICES.items():
+        if hparams[key] not in choices:
+            raise PicoGPTError(_("{source}: {key}={value!r} is not one of {choices}; {fix}.")
+                               .format(source=source, key=key, value=hparams[key],
+                                       choices=", ".join(choices), fix=fix))
+
+
+VARIANT = Kind(
+    name="variant", title="training variant",  # hparams.json: {"model": "variant", ...}
+    hparams={**{key: whole for key in ("n_vocab", "n_ctx", "n_embd", "n_head", "n_kv_head",
+                                       "d_head", "n_ffn", "n_layer")},
+             "rope_theta": positive, "norm_eps": positive,
+             **{key: word for key in variant.CHOICES},
+             **{key: flag for key in ("bias", "qk_norm", "tied", "zero_proj")}},
+    shapes=variant.shapes, stacks={"n_layer": ""}, init=variant.init_params,
+    forward=variant.logits, loss_and_grads=variant.loss_and_grads, trace=variant.trace,
+    decode_step=variant.decode_step, param_groups=variant.groups, n_vocab=variant.n_vocab,
+    n_ctx=lambda hparams, params: hparams["n_ctx"], fits=variant_fits, engine=variant,
+    views=False)
+
+
 # The table: hparams.json's "model" -> its kind
-KINDS: dict[str, Kind] = {"gpt2": GPT2, "transformer": TRANSFORMER, "llama": LLAMA}
+KINDS: dict[str, Kind] = {"gpt2": GPT2, "transformer": TRANSFORMER, "llama": LLAMA,
+                          "variant": VARIANT}
 

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .tree import flatten, named, tree_map
+from .tree import flatten, named, nest, tree_map
 
 GROUPS = ("matrices", "embeddings", "gains", "biases")  # every kind's param_groups
 
@@ -90,8 +90,72 @@ class AdamW:
         return {"name": self.name, **asdict(self)}
 
 
+def orthogonalized(g: np.ndarray, steps: int = 5) -> np.ndarray:
+    """The nearest matrix to g with every singular value about 1, by Newton-Schulz iteration
+    (Muon's quintic, whose coefficients trade exactness for speed: the values land in about
+    0.7-1.2): g's directions, each moved by the same amount. g [n_out, n_in] -> same."""
+    a, b, c = 3.4445, -4.7750, 2.0315
+    x = g / (np.linalg.norm(g) + 1e-7)  # every singular value now at most 1
+    wide = x.shape[0] <= x.shape[1]
+    x = x if wide else x.T  # x @ x.T is then the smaller square
+    for _ in range(steps):
+        square = x @ x.T
+        x = a * x + (b * square + c * square @ square) @ x
+    return x if wide else x.T
+
+
+@dataclass(frozen=True)
+class Muon(AdamW):
+    """Muon (Jordan et al., 2024) for the hidden matrices, AdamW (its settings above) for every
+    other weight: a matrix moves by its gradient's running mean (Nesterov momentum) made
+    orthogonal, so each of its directions moves alike, at lr * scale (as wide as tall: more for
+    a tall matrix, max(1, n_out / n_in) ** 0.5). The embedding tables, the gains and biases are
+    left to AdamW, as Muon's authors do. Decay pulls a matrix as AdamW's would."""
+
+    momentum: float = 0.95
+    scale: float = 10.0  # a matrix's step over AdamW's lr: Muon's own rates are ~0.02-0.05
+    name = "muon"
+
+    def init(self, params: dict) -> dict:
+        """The state before the first step: AdamW's running means and the matrices' momentum
+        ("mu"), each a tree shaped like params (a weight's unused entries stay 0)."""
+        return {**AdamW.init(self, params), "mu": tree_map(np.zeros_like, params)}
+
+    def step(self, params: dict, grads: dict, state: dict, lr: float,
+             groups: dict[str, list[str]]) -> tuple[dict, dict]:
+        """One step: new params and state."""
+        if "mu" not in state:  # a state from before any step
+            state = {**self.init(params), **state}
+        flat_p, flat_g = flatten(params), flatten(clipped(grads, self.clip))
+        hidden = set(groups["matrices"])
+        rest = [name for name in flat_p if name not in hidden]
+        kept = {key: flatten(state[key]) for key in ("m", "v", "mu")}
+        moved, adam = without_clip(self).step(
+            *(nest({n: tree[n] for n in rest}) for tree in (flat_p, flat_g)),
+            {"step": state["step"], **{key: nest({n: kept[key][n] for n in rest})
+                                       for key in ("m", "v")}}, lr, groups)
+        new = flatten(moved)
+        for key in ("m", "v"):
+            kept[key] |= flatten(adam[key])
+        decayed = {name for group in self.decay for name in groups[group]}
+        for name in (name for name in flat_p if name in hidden):
+            g, w = flat_g[name], flat_p[name]
+            kept["mu"][name] = mu = self.momentum * kept["mu"][name] + g
+            turned = orthogonalized(g + self.momentum * mu).astype(w.dtype)  # Nesterov
+            rate = lr * self.scale * max(1.0, w.shape[0] / w.shape[1]) ** 0.5
+            new[name] = w - rate * turned - (lr * self.weight_decay * w if name in decayed
+                                             else 0)
+        return (nest({name: new[name] for name in flat_p}),
+                {"step": adam["step"], **{key: nest(kept[key]) for key in kept}})
+
+
+def without_clip(optimizer: AdamW) -> AdamW:
+    """optimizer's AdamW part, its gradients already clipped (so not clipped twice)."""
+    return AdamW(optimizer.betas, optimizer.eps, optimizer.weight_decay, optimizer.decay, None)
+
+
 # The table of optimizers: --optimizer's name -> the record's class
-OPTIMIZERS = {"adamw": AdamW}
+OPTIMIZERS = {"adamw": AdamW, "muon": Muon}
 
 
 def optimizer_from(settings: dict | None):

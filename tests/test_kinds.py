@@ -24,7 +24,13 @@ HPARAMS = {"gpt2": {"n_vocab": 11, "n_ctx": 8, "n_embd": 8, "n_head": 2, "n_laye
                            "n_head": 2, "n_layer": 1, "n_dec_layer": 2, "norm_first": True},
            "llama": {"model": "llama", "n_vocab": 11, "n_ctx": 8, "n_embd": 8, "n_head": 2,
                      "n_kv_head": 1, "d_head": 4, "n_ffn": 12, "n_layer": 2, "rope_theta": 1e4,
-                     "norm_eps": 1e-6, "tied": True, "qkv_bias": False, "qk_norm": False}}
+                     "norm_eps": 1e-6, "tied": True, "qkv_bias": False, "qk_norm": False},
+           # the training-only variant with GPT-2's switches: a table, LayerNorm's biases
+           "variant": {"model": "variant", "n_vocab": 11, "n_ctx": 8, "n_embd": 8, "n_head": 2,
+                       "n_kv_head": 2, "d_head": 4, "n_ffn": 32, "n_layer": 2,
+                       "rope_theta": 1e4, "norm_eps": 1e-5, "norm": "layer",
+                       "positions": "learned", "mlp": "gelu", "bias": True, "qk_norm": False,
+                       "tied": True, "zero_proj": False}}
 
 
 def inputs(name: str, rng) -> tuple:
@@ -94,7 +100,8 @@ def test_param_groups_hold_every_weight_once_and_decay_today_what_ndim_did(name)
     assert set(groups["matrices"] + groups["embeddings"]) == {
         n for n, a in flatten(params).items() if a.ndim == 2}
     assert set(groups["embeddings"]) == {"gpt2": {"wte", "wpe"}, "transformer": {"embed"},
-                                         "llama": {"embed_tokens.weight"}}[name]
+                                         "llama": {"embed_tokens.weight"},
+                                         "variant": {"embed_tokens.weight", "wpe.weight"}}[name]
 
 
 @pytest.mark.parametrize("name", list(KINDS))
@@ -135,7 +142,7 @@ def test_an_unknown_kind_in_a_folder_is_one_line_naming_the_kinds(tmp_path):
                {"chars.json": [*"abcdefghi", "<|unknown|>", "<|start|>"]})
     (tmp_path / "m" / "hparams.json").write_text(json.dumps({**hparams, "model": "mamba"}))
     message = (f"{tmp_path / 'm' / 'hparams.json'} names a kind of model picogpt does not know "
-               "(model 'mamba'); picogpt knows gpt2, transformer, llama.")
+               "(model 'mamba'); picogpt knows gpt2, transformer, llama, variant.")
     with pytest.raises(PicoGPTError, match=message.replace("(", r"\(").replace(")", r"\)")):
         load_model("m", str(tmp_path))
     assert_one_line_error(picogpt("ab", "--model_size", "m", "--models_dir", str(tmp_path)),
@@ -162,7 +169,7 @@ def test_the_llama_row_is_the_third_and_points_at_the_llama_package():
     from picogpt.llama import engine, train
 
     row = KINDS["llama"]
-    assert list(KINDS) == ["gpt2", "transformer", "llama"] and row.name == "llama"
+    assert list(KINDS)[:3] == ["gpt2", "transformer", "llama"] and row.name == "llama"
     assert kind_of({"model": "llama"}) is row and not row.seq2seq
     assert (row.init, row.forward, row.loss_and_grads, row.trace, row.decode_step,
             row.engine) == (train.init_params, train.logits, train.loss_and_grads, train.trace,

@@ -100,3 +100,76 @@ def test_settings_round_trip_and_an_old_run_is_adamws_defaults():
     assert AdamW().settings() == {"name": "adamw", "betas": (0.9, 0.95), "eps": 1e-8,
                                   "weight_decay": 0.1, "decay": ("matrices", "embeddings"),
                                   "clip": None}
+
+
+def test_orthogonalized_is_the_polar_factor_to_muons_precision():
+    """Newton-Schulz lands every singular value in about 0.7-1.2 and keeps g's directions: it is
+    near U V^T (g's polar factor), tall or wide."""
+    from picogpt.optim import orthogonalized
+
+    for shape in ((24, 40), (40, 24)):
+        g = np.random.default_rng(0).standard_normal(shape)
+        u, _s, vt = np.linalg.svd(g, full_matrices=False)
+        turned = orthogonalized(g)
+        values = np.linalg.svd(turned, compute_uv=False)
+        assert turned.shape == shape and 0.6 < values.min() and values.max() < 1.25
+        polar = u @ vt
+        assert np.sum(turned * polar) / (np.linalg.norm(turned) * np.linalg.norm(polar)) > 0.95
+
+
+def test_muon_turns_the_matrices_and_leaves_the_rest_to_adamw():
+    """Two steps of Muon on a LLaMA-kind tree: each hidden matrix moves by lr * scale * its
+    Nesterov momentum made orthogonal (times sqrt(n_out / n_in) when tall) plus AdamW's decay,
+    and every other weight exactly as AdamW's step moves it."""
+    from picogpt.optim import Muon, orthogonalized
+
+    hparams = {"n_vocab": 11, "n_ctx": 8, "n_embd": 8, "n_head": 2, "n_kv_head": 1,
+               "d_head": 4, "n_ffn": 16, "n_layer": 1, "rope_theta": 1e4, "norm_eps": 1e-6,
+               "tied": False, "qkv_bias": False, "qk_norm": False}
+    kind = KINDS["llama"]
+    params = kind.init(hparams, np.random.default_rng(0))
+    groups = kind.param_groups(params)
+    rng = np.random.default_rng(1)
+    steps = [tree_like(params, rng) for _ in range(2)]
+    muon, adamw = Muon(), AdamW()
+    p, state, q, adam_state = params, {"step": 0}, params, {"step": 0}
+    for grads in steps:
+        p, state = muon.step(p, grads, state, 0.01, groups)
+        q, adam_state = adamw.step(q, grads, adam_state, 0.01, groups)
+    flat_p, flat_q, flat_0 = flatten(p), flatten(q), flatten(params)
+    g1, g2 = (flatten(g) for g in steps)
+    for name in flat_0:
+        if name not in groups["matrices"]:
+            np.testing.assert_array_equal(flat_p[name], flat_q[name], err_msg=name)
+            continue
+        w, (n_out, n_in) = flat_0[name], flat_0[name].shape
+        rate = 0.01 * muon.scale * max(1.0, n_out / n_in) ** 0.5
+        for g, mu in ((g1[name], g1[name]), (g2[name], muon.momentum * g1[name] + g2[name])):
+            w = w - rate * orthogonalized(g + muon.momentum * mu) - 0.01 * muon.weight_decay * w
+        np.testing.assert_allclose(flat_p[name], w, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def tree_like(params: dict, rng) -> dict:
+    """Random gradients shaped as params."""
+    return nest({name: rng.standard_normal(a.shape).astype(a.dtype)
+                 for name, a in flatten(params).items()})
+
+
+def test_muon_settings_round_trip():
+    from picogpt.optim import Muon
+
+    muon = Muon(momentum=0.9, scale=5.0, clip=1.0)
+    assert optimizer_from(muon.settings()) == muon and muon.settings()["name"] == "muon"
+
+
+def test_wsd_stays_at_lr_then_comes_down_in_a_line_to_a_tenth():
+    from picogpt.train import COOLDOWN, learning_rate
+
+    steps, warmup = 100, 10
+    rates = [learning_rate(s, steps, 1.0, warmup, "wsd") for s in range(steps)]
+    cooldown = round(COOLDOWN * steps)
+    assert rates[:warmup] == [(s + 1) / warmup for s in range(warmup)]
+    assert set(rates[warmup : steps - cooldown]) == {1.0}
+    tail = np.array(rates[steps - cooldown - 1 :])
+    np.testing.assert_allclose(np.diff(tail), -0.9 / cooldown)
+    assert rates[-1] == pytest.approx(0.1)

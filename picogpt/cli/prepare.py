@@ -10,7 +10,9 @@ from pathlib import Path
 
 from ..errors import PicoGPTError, _, number, text, whole_number
 from ..files.openai import MODEL_SIZES
+from ..llama.variant import VARIANTS
 from ..tasks import Run
+from ..train import SCHEDULES
 
 
 def find_vocab(vocab_dir: str | None, models_dir: str) -> Path:
@@ -52,6 +54,16 @@ def check_block(run: Run) -> None:
     if run.model not in ("gpt2", "llama"):
         raise PicoGPTError(_("model={model!r} is not a block picogpt trains; choose gpt2 (the "
                              "default) or llama.").format(model=run.model))
+    if run.schedule not in SCHEDULES:
+        raise PicoGPTError(_("schedule={schedule!r} is not a schedule picogpt knows; choose "
+                             "{schedules}.").format(schedule=run.schedule,
+                                                    schedules=" or ".join(SCHEDULES)))
+    if run.variant is not None:
+        check_variant(run)
+        return
+    if run.optimizer.name == "muon" and run.model == "gpt2":
+        raise PicoGPTError(_("--optimizer muon moves matrices stored [n_out, n_in], as "
+                             "--model llama and --variant store them; add one of those."))
     own = [key for key in ("n_kv_head", "n_ffn", "rope_theta") if getattr(run, key) is not None]
     if run.model == "gpt2" and own:
         raise PicoGPTError(_("--{flag} is a setting of the LLaMA block; add --model llama, or "
@@ -75,6 +87,21 @@ def check_block(run: Run) -> None:
         whole_number("n_ffn", run.n_ffn, 1, hint=_("the SwiGLU MLP's width"))
     if run.rope_theta is not None:
         number("rope_theta", run.rope_theta, 0, hint=_("10000 is LLaMA's"))
+
+
+def check_variant(run: Run) -> None:
+    """Raise PicoGPTError for a --variant that cannot train."""
+    if run.variant not in VARIANTS:
+        raise PicoGPTError(_("variant={variant!r} is not a variant picogpt trains; choose one "
+                             "of {variants}.").format(variant=run.variant,
+                                                      variants=", ".join(VARIANTS)))
+    if run.model != "gpt2" or any(getattr(run, key) is not None
+                                  for key in ("n_kv_head", "n_ffn", "rope_theta")):
+        raise PicoGPTError(_("--variant sets the whole block; drop --model, --n_kv_head, "
+                             "--n_ffn and --rope_theta."))
+    if run.task not in ("text", "poems", "induction"):
+        raise PicoGPTError(_("--variant trains --task text, poems or induction; --task {task} "
+                             "trains its own model.").format(task=run.task))
 
 
 def check_memory(n_layer: int, n_head: int, n_embd: int, n_ctx: int, n_batch: int,

@@ -31,7 +31,8 @@ from .prepare import check_memory, check_name, check_run, find_vocab, new_model_
 from .training import run_training
 
 PROGRAM = "python -m picogpt.train"
-BLOCK_FLAGS = ("model", "n_kv_head", "n_ffn", "rope_theta")  # the block's, Run's last fields
+# the block's and the schedule's, Run's last fields
+BLOCK_FLAGS = ("model", "n_kv_head", "n_ffn", "rope_theta", "variant", "schedule")
 
 
 def read_text_data(run: Run) -> text.Text:
@@ -87,10 +88,18 @@ SHARED_FLAGS = {
                           "multiple of 32)."),
     "rope_theta": (float | None, "--model llama: the base of the rotary positions' angles "
                                  "(default 10000)."),
+    "variant": (str | None, "train a training-only block of picogpt/llama/variant.py, one "
+                            "change between GPT-2's block and LLaMA's at a time, for measuring "
+                            "(docs/why-llama.md): rope, rmsnorm, swiglu, gqa (each alone on "
+                            "GPT-2's block), relu2, qk-norm, zero-proj, untied (on LLaMA's), "
+                            "gpt2 or llama (the blocks themselves)."),
     "n_batch": (int | None, "windows per step."),
     "steps": (int | None, "optimiser steps."),
     "lr": (float | None, "peak learning rate, reached after the warm-up; then a cosine down to "
                          "lr/10."),
+    "schedule": (str | None, "the learning rate after the warm-up: cosine (the default, down to "
+                             "lr/10), or wsd (warmup-stable-decay: lr until the last fifth, "
+                             "then a straight line down to lr/10)."),
     "warmup": (int | None, "steps of the linear rise to lr (by default a tenth of --steps, or "
                            "the task's own)."),
     "seed": (int | None, "makes the initial weights and the batches, and so the run, "
@@ -98,8 +107,10 @@ SHARED_FLAGS = {
     "curve_every": (int | None, "every this many steps, measure the held-out loss, keep a "
                                 "checkpoint and print a sample; the curve is saved with the "
                                 "model as curve.json."),
-    "optimizer": (str | None, "how gradients become steps: adamw (the only one so far); its "
-                              "settings below are recorded in run.json."),
+    "optimizer": (str | None, "how gradients become steps: adamw (the default), or muon (the "
+                              "hidden matrices made orthogonal, AdamW for the rest; --model "
+                              "llama or --variant); its settings below are recorded in "
+                              "run.json."),
     "weight_decay": (float | None, "how hard each step pulls the decayed weights towards 0, "
                                    "apart from the gradient (0.1)."),
     "decay": (object, "the parameter groups weight decay pulls, comma-separated, from matrices, "

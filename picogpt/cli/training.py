@@ -86,7 +86,7 @@ def run_training(run: Run, plan: Plan, record: dict, resuming: bool,
             try:
                 learn(params, plan.batches, run.steps, run.lr, run.warmup, plan.loss_and_grads,
                       curve, run.curve_every, measure_at, state, run.optimizer,
-                      kind_of(plan.hparams).param_groups(plan.params))
+                      kind_of(plan.hparams).param_groups(plan.params), run.schedule)
             except Stopped as stop:
                 stopped(run, plan, part, curve, kept, record, stop)
             except Diverged as diverged:

@@ -27,6 +27,7 @@ from ..generate import generate
 from ..kinds import KINDS
 from ..llama import folder as llama_folder
 from ..llama import train as llama_training
+from ..llama import variant
 from ..model import gpt2
 from ..optim import AdamW
 
@@ -60,6 +61,8 @@ class Run:
     n_kv_head: int | None = None  # llama: key/value heads (None: llama/train.py's default)
     n_ffn: int | None = None  # llama: SwiGLU's width
     rope_theta: float | None = None  # llama: RoPE's base
+    variant: str | None = None  # a training-only block of llama/variant.py (by its name)
+    schedule: str = "cosine"  # the learning rate's shape after the warm-up: "cosine" or "wsd"
 
     def settings(self) -> dict:
         """The run as run.json keeps it: every setting, the task's own inside "options", the
@@ -158,6 +161,18 @@ class Block:
 
 def block(run: Run, n_vocab: int) -> Block:
     """The block run trains, for a vocabulary of n_vocab tokens."""
+    if run.variant is not None:  # one change at a time (llama/variant.py), for measuring
+        row = KINDS["variant"]
+        hparams = variant.variant_hparams(run.variant, n_vocab, run.n_ctx, run.n_embd,
+                                          run.n_head, run.n_layer)
+        return Block(
+            hparams, lambda rng: row.init(hparams, rng),
+            lambda batch, params: row.loss_and_grads(batch, params, hparams),
+            lambda ids, params: row.forward(ids, params, hparams),
+            lambda params, ids: training.windowed_loss(
+                ids, run.n_ctx, lambda rows: row.forward(rows, params, hparams), n_vocab),
+            lambda ids, params, names=None: row.trace(ids, params, hparams, names),
+            lambda params, *args: continuation(params, row.runs_with(hparams), *args))
     if run.model == "llama":  # its row of the table of kinds, hparams from the run's flags
         row = KINDS["llama"]
         hparams = llama_training.hparams(n_vocab, run.n_ctx, run.n_embd, run.n_head,

@@ -66,6 +66,9 @@ class Options(Corpus):
         "all the poems and sayings.")})
     n_held_out: int = field(default=200, metadata={"help": (
         "verses set aside, never trained on, to measure the loss and the form.")})
+    judge_each: bool = field(default=False, metadata={"help": (
+        "judge the rhyme at every measurement too, not only at the end (a few seconds each): "
+        "the curve then says when the model began to rhyme.")})
 
 
 def half_lines(text: str) -> list[str]:
@@ -229,6 +232,9 @@ def plan(run: Run, data: Poems) -> Plan:
     rhymed = [sentences(poem) for poem in regulated]
     fits = [said for said in rhymed if 4 * len(said[0]) + 2 <= n_ctx]  # with the second 联
     probes, figures = heads(regulated, encoder, model.hparams, baselines, model.trace)
+    if run.options.judge_each and probes and fits and verse.available():
+        probes = judged_too(probes, lambda params: form_shares(
+            params, model.continuation, encoder, fits, seed=run.seed)["model"])
 
     def finish(params: dict) -> dict:
         share, texts = line_share(params, model.continuation, encoder, prompts,
@@ -254,6 +260,15 @@ def plan(run: Run, data: Poems) -> Plan:
 
 
 HEADS = ("last_break", "previous_line", "rhyme_head")  # the probes' keys in the curve
+
+
+def judged_too(probes, judge):
+    """The probes, and the rhyme share of the model's continuations (judge(params): form_shares'
+    "model" figures) beside them, as "rhyme" and "judged"."""
+    def both(params: dict) -> dict:
+        shares = judge(params)
+        return probes(params) | {"rhyme": shares["rhyme"], "judged": shares["judged"]}
+    return both
 
 
 def heads(regulated: list[str], encoder, hparams: dict, baselines: dict, trace):
@@ -301,6 +316,9 @@ def check(run: Run) -> None:
         raise PicoGPTError(_("verse_share={value!r} is not a share from 0 to 1; 0.5 draws half "
                              "of each batch's windows from regular verse.").format(value=share))
     whole_number("n_held_out", run.options.n_held_out, 1)
+    if not isinstance(run.options.judge_each, bool):
+        raise PicoGPTError(_("judge_each={value!r} is not true or false.").format(
+            value=run.options.judge_each))
 
 
 def summary(curve: dict, finish: dict) -> list[str]:

@@ -54,12 +54,21 @@ def init_params(hparams: dict, rng: np.random.Generator) -> dict:
             "ln_f": norm()}
 
 
-def learning_rate(step: int, steps: int, lr: float, warmup: int) -> float:
+SCHEDULES = ("cosine", "wsd")  # the shapes learning_rate knows, after the warm-up
+COOLDOWN = 0.2  # the share of the steps over which "wsd" comes down
+
+
+def learning_rate(step: int, steps: int, lr: float, warmup: int,
+                  schedule: str = "cosine") -> float:
     """The learning rate at step (0 .. steps - 1): a linear rise to lr over the first warmup
-    steps (lr * (step + 1) / warmup), then half a cosine from lr down to lr / 10, which the last
-    step reaches."""
+    steps (lr * (step + 1) / warmup), then down to lr / 10, which the last step reaches: along
+    half a cosine ("cosine"), or ("wsd": warmup-stable-decay) staying at lr until the last
+    COOLDOWN of the steps, then along a straight line."""
     if step < warmup:
         return lr * (step + 1) / warmup
+    if schedule == "wsd":
+        left = (steps - step - 1) / max(1, round(COOLDOWN * steps))  # 1 .. 0 in the cooldown
+        return float(lr * (0.1 + 0.9 * min(1.0, left)))
     done = (step - warmup + 1) / max(1, steps - warmup)  # 0 at the warm-up's end, 1 at the last
     return float(lr * (0.1 + 0.45 * (1 + np.cos(np.pi * done))))  # a float: float32 stays
 
@@ -118,7 +127,7 @@ def gpt2_step(n_head: int):
 
 def learn(params: dict, batches, steps: int, lr: float, warmup: int, step, curve: dict,
           curve_every: int, measure_at=None, state: dict | None = None, optimizer=None,
-          groups: dict | None = None) -> tuple[dict, float]:
+          groups: dict | None = None, schedule: str = "cosine") -> tuple[dict, float]:
     """The training loop: steps of the optimizer (AdamW's defaults if None) on the batches at
     the schedule's rate, with step(batch, params) -> (loss, grads) (`gpt2_step` for a GPT-2); the
     loss of each step added to curve["loss"], and measure_at(step, params, state) every
@@ -143,7 +152,7 @@ def learn(params: dict, batches, steps: int, lr: float, warmup: int, step, curve
                 first = curve["loss"][0] if curve["loss"] else loss
                 if not math.isfinite(loss) or loss > 2 * first:
                     raise Diverged(step_number, loss, first)
-                rate = learning_rate(step_number, steps, lr, warmup)
+                rate = learning_rate(step_number, steps, lr, warmup, schedule)
                 params, state = optimizer.step(params, grads, state, rate, groups)
                 curve["loss"].append(round(loss, 4))
                 bar.set_postfix(shown | {_("loss"): f"{loss:.3f}"})

@@ -17,9 +17,9 @@ not run again; a row stopped midway (Ctrl-C) goes on from its checkpoint (`--res
 next start. The load average before and after each row is kept with it: on a shared machine
 the step times, and so the steps a budget holds, are not an idle machine's.
 
-Rows that need switches the book's block does not have (each change alone on GPT-2's block,
-the speedrun's changes, Muon) are listed with what they need, and skipped until a
-training-only variant gives them flags.
+Each change alone on GPT-2's block, and the speedrun's changes on the LLaMA block, train the
+training-only variant (picogpt/llama/variant.py, `--variant`); WSD, the smaller batch and Muon
+are the LLaMA block's own flags (`--schedule wsd`, `--n_batch 8`, `--optimizer muon`).
 """
 
 import argparse
@@ -29,9 +29,10 @@ import time
 from pathlib import Path
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from picogpt.cli.train import TASKS, build_run, train
-from picogpt.train import adamw
+from picogpt.kinds import kind_of
 
 # name -> (what the row is, the train command's flags for it, or None: not built yet)
 ROWS = {
@@ -40,34 +41,57 @@ ROWS = {
               {"model": "llama"}),
     "llama-mha": ("the LLaMA block without shared heads (n_kv_head = n_head)",
                   {"model": "llama", "n_kv_head": 4}),
-    "rope": ("RoPE alone on GPT-2's block", None),
-    "rmsnorm": ("RMSNorm alone on GPT-2's block", None),
-    "swiglu": ("SwiGLU alone on GPT-2's block", None),
-    "gqa": ("shared key/value heads alone on GPT-2's block", None),
-    "relu2": ("ReLU² for GELU", None),
-    "qk-norm": ("q/k norms", None),
-    "zero-proj": ("zero-initialised output projections", None),
-    "untied": ("an untied head", None),
-    "wsd": ("a warmup-stable-decay schedule", None),
-    "small-batch": ("a smaller batch (8 windows)", {"n_batch": 8}),
-    "muon": ("Muon on the hidden matrices (the optimizer as a value, issue 58)", None),
+    "rope": ("RoPE alone on GPT-2's block", {"variant": "rope"}),
+    "rmsnorm": ("RMSNorm alone on GPT-2's block", {"variant": "rmsnorm"}),
+    "swiglu": ("SwiGLU alone on GPT-2's block", {"variant": "swiglu"}),
+    "gqa": ("shared key/value heads alone on GPT-2's block", {"variant": "gqa"}),
+    "relu2": ("ReLU² for SwiGLU, on the LLaMA block", {"variant": "relu2"}),
+    "qk-norm": ("q/k norms on the LLaMA block", {"variant": "qk-norm"}),
+    "zero-proj": ("zero-initialised output projections on the LLaMA block",
+                  {"variant": "zero-proj"}),
+    "untied": ("an untied head on the LLaMA block", {"variant": "untied"}),
+    "wsd": ("a warmup-stable-decay schedule on the LLaMA block",
+            {"model": "llama", "schedule": "wsd"}),
+    "small-batch": ("a smaller batch (8 windows) on the LLaMA block",
+                    {"model": "llama", "n_batch": 8}),
+    "muon": ("Muon on the LLaMA block's hidden matrices, AdamW for the rest",
+             {"model": "llama", "optimizer": "muon"}),
 }
 
 
-def step_seconds(settings: dict, text: str, work: Path, n_steps: int = 6) -> float:
-    """Seconds a training step of this row takes here (loss, gradients and AdamW on the row's
-    own batches and shape): the median of n_steps after one that allocates."""
+def stepper(settings: dict, text: str, work: Path, clock=time.perf_counter):
+    """A function that takes one training step of this row (loss, gradients and the row's
+    optimizer, on its own batches and shape) and returns its seconds by clock."""
     run, task = build_run({"task": "poems", "text": text, "name": "calibrate",
                            "models_dir": str(work / "calibrate"), **settings})
     plan = task.plan(run, TASKS["poems"][1](run))
-    params, state, times = plan.params, {"step": 0}, []
-    for _ in range(n_steps + 1):
+    groups = kind_of(plan.hparams).param_groups(plan.params)
+    now = {"params": plan.params, "state": {"step": 0}}
+
+    def one() -> float:
         batch = next(plan.batches)
-        start = time.perf_counter()
-        _loss, grads = plan.loss_and_grads(batch, params)
-        params, state = adamw(params, grads, state, 1e-4)
-        times.append(time.perf_counter() - start)
-    return float(np.median(times[1:]))
+        start = clock()
+        _loss, grads = plan.loss_and_grads(batch, now["params"])
+        now["params"], now["state"] = run.optimizer.step(now["params"], grads, now["state"],
+                                                         1e-4, groups)
+        return clock() - start
+    return one
+
+
+def step_seconds(settings: dict, text: str, work: Path, n_steps: int = 6,
+                 beside: dict | None = None) -> tuple[float, float | None]:
+    """Seconds a training step of this row takes here: the median of n_steps after one that
+    allocates; and, with beside (another row's settings), the median ratio of this row's step
+    to that row's in CPU seconds on one thread, the two taken in turns (another process's load
+    barely moves a one-thread step's CPU time, where it doubles its wall time)."""
+    if beside is None:
+        mine = stepper(settings, text, work)
+        return float(np.median([mine() for _ in range(n_steps + 1)][1:])), None
+    with threadpool_limits(1, user_api="blas"):
+        mine = stepper(settings, text, work, time.process_time)
+        other = stepper(beside, text, work, time.process_time)
+        ratios = [mine() / other() for _ in range(n_steps + 1)]
+    return float("nan"), float(np.median(ratios[1:]))
 
 
 def rhyme_head_step(curve: dict, threshold: float) -> int | None:
@@ -78,22 +102,48 @@ def rhyme_head_step(curve: dict, threshold: float) -> int | None:
     return None
 
 
+def calibrated(names: list[str], args, work: Path, again: bool = False) -> dict:
+    """Each row's step seconds, measured once and kept in --work/step_seconds.json (with the load
+    average around the measurement), so that rows trained later, or side by side on one thread
+    each, keep the steps an idle machine's budget holds; again: measure them anew. With
+    --relative_to ROW (a row measured idle before), a row is measured in turns with that one on
+    a busy machine, and its seconds are that row's idle seconds times the ratio."""
+    kept = work / "step_seconds.json"
+    times = json.loads(kept.read_text(encoding="utf-8")) if kept.is_file() else {}
+    for name in names:
+        if name in times and not again:
+            continue
+        before = os.getloadavg()[0]
+        base = args.relative_to if args.relative_to and args.relative_to != name else None
+        seconds, ratio = step_seconds(ROWS[name][1], args.text, work,
+                                      beside=ROWS[base][1] if base else None)
+        times[name] = {"seconds": round(seconds if base is None else
+                                        times[base]["seconds"] * ratio, 4),
+                       "how": "idle, wall" if base is None else "one thread, CPU, in turns",
+                       "load": [round(before, 2), round(os.getloadavg()[0], 2)]}
+        if base:
+            times[name] |= {"relative_to": base, "ratio": round(ratio, 3)}
+        print(f"{name}: {times[name]['seconds']:.3f} s a step (load {before:.2f}"
+              + (f", {ratio:.2f}x {base}'s" if base else "") + ")", flush=True)
+        kept.write_text(json.dumps(times, indent=1), encoding="utf-8")
+    return times
+
+
 def run_row(name: str, seed: int, args, work: Path) -> dict:
     """Train one row for the budget (or go on with it) and return its figures."""
     about, settings = ROWS[name]
     settings = {**settings, "seed": seed}
     run_name = f"{name}-seed{seed}"
     load_before = os.getloadavg()
+    per_step = calibrated([name], args, work)[name]["seconds"]
+    start = time.perf_counter()
     if (work / f"{run_name}.part").is_dir():  # stopped midway: go on from its checkpoint
-        start = time.perf_counter()
-        result = train(resume=True, name=run_name, models_dir=str(work))
-        per_step = None
+        result = train(resume=True, name=run_name, models_dir=str(work), threads=args.threads)
     else:
-        per_step = step_seconds(settings, args.text, work)
         steps = max(2, int(args.minutes * 60 / per_step))
-        start = time.perf_counter()
         result = train(task="poems", text=args.text, name=run_name, models_dir=str(work),
-                       **settings, steps=steps,
+                       **settings, steps=steps, threads=args.threads,
+                       n_held_out=args.n_held_out, judge_each=True,
                        curve_every=max(1, steps // args.measurements))
     wall = time.perf_counter() - start
     curve, finish = result["curve"], result["finish"]
@@ -107,9 +157,16 @@ def run_row(name: str, seed: int, args, work: Path) -> dict:
             "rhyme": model.get("rhyme"), "judged": model.get("judged"),
             "opposition": model.get("opposition"), "kept": finish.get("line_share"),
             "rhyme_head_step": rhyme_head_step(curve, args.rhyme_head),
+            "rhyme_curve": [[m["step"], m.get("rhyme"), m.get("judged"),
+                             m.get("held_out")] for m in curve["measured"]],
             "held_out_rhyme": form.get("held_out", {}).get("rhyme"),
             "chance_rhyme": form.get("shuffled", {}).get("rhyme"),
             "load": [round(x, 2) for x in (*load_before, *os.getloadavg())]}
+
+
+def finished(kept: Path) -> list[dict]:
+    """The rows finished so far (by this script or one beside it)."""
+    return json.loads(kept.read_text(encoding="utf-8")) if kept.is_file() else []
 
 
 def table(results: list[dict]) -> str:
@@ -140,24 +197,33 @@ def main() -> None:
     parser.add_argument("--measurements", type=int, default=10, help="measurements a row")
     parser.add_argument("--rhyme_head", type=float, default=0.5,
                         help="the rhyme-head score at which the head counts as formed")
+    parser.add_argument("--n_held_out", type=int, default=400,
+                        help="poems held out (400: about 220 律诗, so at least 100 judged)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="each row's threads (1: two scripts may run side by side; the "
+                             "steps stay the idle machine's budget)")
+    parser.add_argument("--calibrate", action="store_true",
+                        help="only measure the rows' step seconds (anew), on an idle machine")
+    parser.add_argument("--relative_to", default=None, choices=list(ROWS),
+                        help="calibrate on a busy machine: each row's step in turns with this "
+                             "row's, whose idle seconds are kept already")
     args = parser.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
+    if args.calibrate:
+        calibrated(args.rows, args, work, again=True)
+        return
     kept = work / "why_llama.json"
-    done = json.loads(kept.read_text(encoding="utf-8")) if kept.is_file() else []
     for name in args.rows:
-        if ROWS[name][1] is None:
-            print(f"skipped {name} ({ROWS[name][0]}): needs a training-only variant's switch")
-            continue
         for seed in args.seed:
             if any(r["row"] == name and r["seed"] == seed and r["minutes"] == args.minutes
-                   for r in done):
+                   for r in finished(kept)):
                 continue
             result = {**run_row(name, seed, args, work), "minutes": args.minutes}
-            done.append(result)
+            done = [*finished(kept), result]  # read again: a script beside this one may write
             kept.write_text(json.dumps(done, ensure_ascii=False, indent=1), encoding="utf-8")
             print(table([result]).splitlines()[1], flush=True)
-    print(table([r for r in done if r["minutes"] == args.minutes]))
+    print(table([r for r in finished(kept) if r["minutes"] == args.minutes]))
 
 
 if __name__ == "__main__":
