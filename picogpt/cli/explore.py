@@ -8,7 +8,7 @@ Ctrl-C.
 import sys
 
 from ..errors import _, whole_number
-from ..files.loaded_model import kind_first, load_model, refuse_views
+from ..files.loaded_model import load_model
 from .command import read_prompt
 from .couplet import refuse_explore
 
@@ -42,10 +42,8 @@ def explore_model(prompt: str = "", port: int | None = None, no_browser: bool = 
     from ..web.session import Session
 
     text = read_prompt(prompt, prompt_file)
-    refuse_views(kind_first(model_size, models_dir, hf), "explore", hf or model_size)
     loaded = load_model(model_size, models_dir, base_url, hf)
     refuse_explore(loaded)
-    refuse_views(loaded.kind, "explore", loaded.where)
     session = Session(loaded.encoder, loaded.hparams, loaded.params, loaded.about())
     model = loaded.about()
     server = ExploreServer(session, port or 0, text)

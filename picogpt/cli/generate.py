@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from ..constraints import byte_level_refusal, check_verse, verse
 from ..errors import PicoGPTError, _, whole_number
-from ..files.loaded_model import LoadedModel, kind_first, load_model, refuse_views, vocabulary_first
+from ..files.loaded_model import LoadedModel, kind_first, load_model, vocabulary_first
 from ..files.openai import MODEL_SIZES
 from ..generate import check_settings, generate, generate_samples, generate_steps
 from ..sampling import Sampling
@@ -123,7 +123,6 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
         raise PicoGPTError(_("--candidates and --explain show one sample; drop --n_samples."))
     if explain is not None:
         check_path(explain)
-        refuse_views(kind_first(model_size, models_dir, hf), "explain", hf or model_size)
     check_chat(chat, hf, system, thinking, {
         "n_samples": n_samples > 1, "candidates": candidates, "explain": explain,
         "acrostic": acrostic, "line": line, "rhyme": rhyme, "stop": stop,
@@ -175,8 +174,6 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
         return
     sampling = model_sampling(loaded, sampling)
     top_k, top_p, temperature = sampling.top_k, sampling.top_p, sampling.temperature
-    if explain:
-        refuse_views(loaded.kind, "explain", loaded.where)
     say_outside(encoder, prompt)
     input_ids, n_head = encoder.prompt_ids(prompt), loaded.kind.runs_with(hparams)
     constraint = verse(encoder, acrostic, line, loaded.n_vocab, rhyme, lines) if poem else None
@@ -208,7 +205,7 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
         shown = {"top_k": top_k, "top_p": top_p, "seed": seed, "temperature": temperature,
                  "repetition_penalty": repetition_penalty}
         write_page(explain, page_data([*prompt_ids, *(step.token for step in steps)],
-                                      len(prompt_ids), steps, params, n_head, encoder, shown,
+                                      len(prompt_ids), steps, params, hparams, encoder, shown,
                                       model))
         print(_("picogpt: wrote {path}").format(path=explain), file=sys.stderr)
 

@@ -118,17 +118,6 @@ def vocabulary_first(model_size: str, models_dir: str,
     return None
 
 
-def refuse_views(kind: Kind, flag: str, where: str | None) -> None:
-    """--explain and --explore show a model's insides as GPT-2's pages draw them (and the
-    encoder-decoder's --explain page); a kind whose row says it has no such views (the LLaMA
-    kind, so far) is refused in one line."""
-    if not kind.views:
-        raise PicoGPTError(_("--{flag} shows a GPT-2's insides; picogpt does not show a model of "
-                             "the {kind} kind ({where}) there yet. Drop --{flag}; generating, "
-                             "--candidates and --score work.").format(flag=flag, kind=kind.title,
-                                                                     where=where))
-
-
 def kind_first(model_size: str, models_dir: str, hf: str | None) -> Kind:
     """The kind of the model a command names, read from its folder's hparams.json (a Hugging Face
     folder's config.json) without its weights, so flags the kind cannot take are refused first:
