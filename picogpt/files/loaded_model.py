@@ -60,9 +60,11 @@ class LoadedModel:
 
     def about(self) -> dict:
         """What the pages show of the model: its name, where it came from (as "kind", the name the
-        pages read it by), place, shape and limits."""
+        pages read it by), its architecture (its kind's name: "gpt2", "llama", ...), place, shape
+        and limits."""
         shape = {key: self.hparams[key] for key in ("n_layer", "n_head", "n_embd")}
-        return {"name": self.name, "kind": self.source, "where": self.where,
+        return {"name": self.name, "kind": self.source, "architecture": self.kind.name,
+                "where": self.where,
                 "random": self.random, "n_vocab": self.n_vocab, "n_ctx": self.n_ctx,
                 "sampler": self.sampler, **shape}
 
