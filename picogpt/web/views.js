@@ -65,9 +65,14 @@ const Views = (() => {
   // A query head's name: its number, and, where query heads share key/value heads (a LLaMA's
   // grouped-query attention), the key/value head it reads: "5 · kv 2". kvHeads: the data's
   // kv_heads, one per query head; a GPT-2's heads are each their own, named by number alone.
+  // said(key, fields) is a sentence that names head h: key's, or key + "_kv"'s with the kv head.
   function headNamer(kvHeads) {
-    const shared = kvHeads && new Set(kvHeads).size < kvHeads.length;
-    return h => shared ? t("head_kv", {h, kv: kvHeads[h]}) : String(h);
+    const shared = Boolean(kvHeads) && new Set(kvHeads).size < kvHeads.length;
+    const name = h => shared ? t("head_kv", {h, kv: kvHeads[h]}) : String(h);
+    name.shared = shared;
+    name.said = (key, fields) => shared ? t(key + "_kv", {...fields, kv: kvHeads[fields.h]}) :
+      t(key, fields);
+    return name;
   }
 
   // Every [data-t] node's text in the current language
@@ -137,16 +142,16 @@ const Views = (() => {
   function attention(A, toks, nLayer, nHead, characters = [], kvHeads = null) {
     const names = labelled(toks, characters).slice(A.first, A.first + A.n), at = i => A.first + i;
     const headName = headNamer(kvHeads), note = document.getElementById("attn-gqa");
-    const shared = headName(0) !== "0";
-    note.hidden = !shared;
-    note.textContent = shared ? t("n_attn_gqa", {n_head: nHead, n_kv_head: new Set(kvHeads).size,
+    note.hidden = !headName.shared;
+    note.textContent = headName.shared ? t("n_attn_gqa", {n_head: nHead, n_kv_head: new Set(kvHeads).size,
                                                  group: nHead / new Set(kvHeads).size}) : "";
     return attentionMap(document.getElementById("attn-panel"), {
       weights: floats(A.data), nLayer, nHead, nQ: A.n, nK: A.n, rows: names, cols: names,
       rowAt: at, colAt: at, onShow: markHead, headName,
       range: () => A.first > 0 ? t("range", {a: A.first, b: A.first + A.n - 1, n: A.n}) : "",
-      tip: (l, h, q, k, w) => t("tip", {l, h: headName(h), q: at(q), tq: quoted(toks[at(q)]),
-                                        k: at(k), tk: quoted(toks[at(k)]), w: w.toPrecision(7)})});
+      tip: (l, h, q, k, w) => headName.said("tip", {l, h, q: at(q), tq: quoted(toks[at(q)]),
+                                                    k: at(k), tk: quoted(toks[at(k)]),
+                                                    w: w.toPrecision(7)})});
   }
 
   // One attention picture: a chosen layer's and head's weights, its queries down (rows) and its
@@ -265,8 +270,8 @@ const Views = (() => {
         tr.append(el("th", {}, `${t("layer")} ${l}`));
         row.forEach((v, h) => {
           const td = el("td", {"data-layer": l, "data-head": h,
-                               title: t("head_tip", {kind: t("score_" + kind), l, h: headName(h),
-                                                     v: v.toFixed(4)})}, v.toFixed(2));
+                               title: headName.said("head_tip", {kind: t("score_" + kind), l, h,
+                                                                 v: v.toFixed(4)})}, v.toFixed(2));
           td.style.background = `rgba(53, 116, 212, ${Math.max(0, Math.min(1, v)).toFixed(3)})`;
           if (v > 0.5) td.style.color = "white";
           td.tabIndex = 0;  // a cell is a button: Tab reaches it, Enter or Space picks it

@@ -126,6 +126,8 @@ def page_words() -> dict[str, str]:
         "range": _("(positions {a} to {b} only: the page keeps the last {n} to stay small)"),
         "tip": _("layer {l} head {h}: query {q} {tq} -> key {k} {tk}: {w}"),
         "head_tip": _("{kind}: layer {l} head {h}: {v}"),
+        "tip_kv": _("layer {l} head {h} · kv {kv}: query {q} {tq} -> key {k} {tk}: {w}"),
+        "head_tip_kv": _("{kind}: layer {l} head {h} · kv {kv}: {v}"),
         "settings": _("{model}: {n} tokens ({p} prompt, {g} generated). {how}, repetition penalty"
                       " {penalty}."),
         "sampling_run": _("sampling: temperature {temperature}, top_k {top_k}, top_p {top_p}, "
