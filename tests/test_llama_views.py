@@ -130,49 +130,71 @@ def test_the_page_names_each_head_with_its_key_value_head_and_fits(explained, br
     assert columns.all_inner_texts()[1:] == [f"{head_word} {name}" for name in names]
     assert page.locator("#attn-gqa").is_visible() and not page.locator("#wpe-panel").is_visible()
     page.select_option("#layer", "1")
-    page.select_option("#head", "3")
+    page.select_option("#head", "1")  # query head 1 reads kv head 0 (1 % 2 would say 1)
     page.locator("#attn").scroll_into_view_if_needed()
     box, n = page.locator("#attn").bounding_box(), len(data["tokens"])
     page.mouse.move(box["x"] + 1.5 * box["width"] / n, box["y"] + (n - 0.5) * box["height"] / n)
     tip = page.locator("#attn-tip").inner_text()
-    assert tip.startswith("layer 1 head 3 · kv 1: query " if locale == "en-US"
-                          else "第 1 层第 3 个头（共享第 1 个 KV 头）：查询 ")
+    assert tip.startswith("layer 1 head 1 · kv 0: query " if locale == "en-US"
+                          else "第 1 层第 1 个头（共享第 0 个 KV 头）：查询 ")
     assert float(re.split("[ ：]", tip)[-1]) == pytest.approx(
-        page_attention(data)[1, 3, n - 1, 1], rel=1e-6)
+        page_attention(data)[1, 1, n - 1, 1], rel=1e-6)
     assert page.evaluate("document.documentElement.scrollWidth") <= width
     page.screenshot(path=str(tmp_path / "page.png"), full_page=True)
     assert errors == []
     context.close()
 
 
-def test_explore_serves_the_llama_models_views_and_candidates(llama_folder, cache_home):
-    """The explore session on the Llama folder: its next-token candidates are transformers'
-    distribution, its inside views every query head's attention as transformers computes it,
-    before and after a step through the LLaMA kind's KV cache."""
-    folder, model = llama_folder
-    loaded = load_model(hf=str(folder))
+@pytest.fixture
+def served_llama(llama_folder, cache_home):
+    """An explore server on the Llama folder, in this process, on a free port."""
+    loaded = load_model(hf=str(llama_folder[0]))
     server = ExploreServer(Session(loaded.encoder, loaded.hparams, loaded.params,
                                   loaded.about()), 0, PROMPT)
     threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-    try:
-        status, state = request(server, path="/api/state")
-        assert status == 200, state
-        ids = [token["id"] for token in state["tokens"]]
-        with torch.no_grad():
-            probs = softmax(model(torch.tensor([ids])).logits[0, -1].numpy())
-        shown = {c["id"]: c["before"] for c in state["next"]["candidates"]}
-        np.testing.assert_allclose(list(shown.values()), probs[list(shown)], atol=1e-5)
-        status, state = request(server, path="/api/append",
-                                body=f'{{"token": {state["next"]["greedy"]}}}'.encode())
-        assert status == 200, state
-        ids = [token["id"] for token in state["tokens"]]
-        status, inside = request(server, path="/api/inside")
-        assert status == 200, inside
-        assert inside["kv_heads"] == repeat_kv_heads(4, 2) and inside["wpe"] is None
-        np.testing.assert_allclose(page_attention(inside), attentions(model, ids), atol=1e-4)
-    finally:
-        server.shutdown()
-        server.server_close()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def test_explore_serves_the_llama_models_views_and_candidates(llama_folder, served_llama):
+    """The explore session on the Llama folder: its next-token candidates are transformers'
+    distribution, its inside views every query head's attention as transformers computes it,
+    after a step through the LLaMA kind's KV cache."""
+    model, server = llama_folder[1], served_llama
+    status, state = request(server, path="/api/state")
+    assert status == 200, state
+    ids = [token["id"] for token in state["tokens"]]
+    with torch.no_grad():
+        probs = softmax(model(torch.tensor([ids])).logits[0, -1].numpy())
+    shown = {c["id"]: c["before"] for c in state["next"]["candidates"]}
+    np.testing.assert_allclose(list(shown.values()), probs[list(shown)], atol=1e-5)
+    status, state = request(server, path="/api/append",
+                            body=f'{{"token": {state["next"]["greedy"]}}}'.encode())
+    assert status == 200, state
+    ids = [token["id"] for token in state["tokens"]]
+    status, inside = request(server, path="/api/inside")
+    assert status == 200, inside
+    assert inside["kv_heads"] == repeat_kv_heads(4, 2) and inside["wpe"] is None
+    np.testing.assert_allclose(page_attention(inside), attentions(model, ids), atol=1e-4)
+
+
+def test_the_explore_page_of_a_llama_names_its_heads_on_a_phone(served_llama, browser):
+    """The explore page in Chromium at 390 px: the inside views drawn with each query head's
+    key/value head, no wpe picture, nothing wider than the phone, no script error."""
+    context = browser.new_context(locale="en-US", viewport={"width": 390, "height": 900},
+                                  is_mobile=True, has_touch=True)
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(served_llama.url)
+    page.wait_for_function("document.querySelectorAll('#heads tr th').length > 1")
+    assert page.locator("#head option").all_inner_texts() == [
+        "0 · kv 0", "1 · kv 0", "2 · kv 1", "3 · kv 1"]
+    assert not page.locator("#wpe-panel").is_visible()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    assert errors == []
+    context.close()
 
 
 def test_the_explore_command_starts_on_a_llama_folder(llama_folder, tmp_path):
