@@ -121,15 +121,22 @@ def logit_lens(values: dict[str, np.ndarray], params: dict,
     return np.stack(ids), np.stack(probs)
 
 
+def final_logits(x: np.ndarray, params: dict) -> np.ndarray:  # [..., n_embd] -> [..., n_vocab]
+    """ln_f, then the unembedding: what the last block's stream becomes, as gpt2 makes it."""
+    return layer_norm(x, **params["ln_f"]) @ params["wte"].T
+
+
 def lens_rows(values: dict[str, np.ndarray], params: dict, top: int = 5,
-              chunk: int = LENS_CHUNK):
+              chunk: int = LENS_CHUNK, final: Callable[[np.ndarray], np.ndarray] | None = None):
     """logit_lens one residual stream at a time: (ids, probabilities), [n_seq, top] each. A
-    stream's [n_seq, n_vocab] probabilities are made chunk positions at a time, never whole."""
+    stream's [n_seq, n_vocab] probabilities are made chunk positions at a time, never whole.
+    final turns a stream into logits (GPT-2's final_logits unless given: another kind's own
+    final norm and unembedding)."""
+    final = final or (lambda x: final_logits(x, params))
     for name in residual_names(len(params["blocks"])):
         stream, pieces = values[name], []  # [n_seq, n_embd]
         for row in range(0, stream.shape[-2], chunk):
-            piece = layer_norm(stream[..., row : row + chunk, :], **params["ln_f"])
-            layer_probs = softmax(piece @ params["wte"].T)  # [chunk, n_vocab]
+            layer_probs = softmax(final(stream[..., row : row + chunk, :]))  # [chunk, n_vocab]
             best = most_likely(layer_probs, top)  # [chunk, top]
             pieces.append((best, np.take_along_axis(layer_probs, best, axis=-1)))
         ids, probs = zip(*pieces)

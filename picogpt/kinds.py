@@ -28,6 +28,7 @@ from . import fasttrain, inside, kvcache
 from .errors import N_, PicoGPTError, _
 from .generate import Running
 from .llama import engine as llama_engine
+from .llama import inside as llama_inside
 from .llama import train as llama_train
 from .llama import variant
 from .llama.kind import llama_fit_vocabulary, llama_fits, llama_groups, llama_shapes
@@ -119,7 +120,12 @@ class Kind:
     fit_vocabulary: Callable | None = None
     seq2seq: bool = False  # reads a source and writes a target (a couplet model), not a text
     engine: ModuleType | None = None  # runs a kind that writes text (see above)
-    views: bool = True  # whether --explain and --explore show its insides
+    # the pages' views (--explain, --explore), for a kind that writes text: run_with_hooks(ids,
+    # params, hparams, hook, rows) -> the final norm's output, the forward with each value shown
+    # to hook under inside.py's names (inside.run_with_hooks); lens(x, params, hparams) -> logits,
+    # the final norm and the unembedding the logit lens applies to each residual stream
+    run_with_hooks: Callable | None = None
+    lens: Callable | None = None
     # scoring feeds the start token before a text, so its first token is scored too (GPT-2);
     # False: the text as its tokenizer gives it (a begin token or not), its first id unscored,
     # as transformers' perplexity recipe
@@ -206,7 +212,10 @@ GPT2 = Kind(
     param_groups=leaf_groups,
     n_vocab=lambda params: params["wte"].shape[0],
     n_ctx=lambda hparams, params: params["wpe"].shape[0],
-    fit_vocabulary=gpt2_fit_vocabulary, engine=kvcache)
+    fit_vocabulary=gpt2_fit_vocabulary, engine=kvcache,
+    run_with_hooks=lambda ids, params, hparams, hook, rows=None: inside.run_with_hooks(
+        ids, params, hparams["n_head"], hook, rows),
+    lens=lambda x, params, hparams: inside.final_logits(x, params))
 
 
 # The 2017 encoder-decoder ---------------------------------------------------------------------
@@ -250,7 +259,8 @@ LLAMA = Kind(
     trace=llama_train.trace, decode_step=llama_engine.decode_step, param_groups=llama_groups,
     n_vocab=llama_engine.n_vocab, n_ctx=lambda hparams, params: hparams["n_ctx"],
     fits=llama_fits, fit_vocabulary=llama_fit_vocabulary, engine=llama_engine,
-    views=False, scores_first=False)
+    run_with_hooks=llama_inside.run_with_hooks, lens=llama_inside.final_logits,
+    scores_first=False)
 
 
 # The training-only variant (llama/variant.py): a switch for each change between the blocks ---
@@ -276,8 +286,7 @@ VARIANT = Kind(
     shapes=variant.shapes, stacks={"n_layer": ""}, init=variant.init_params,
     forward=variant.logits, loss_and_grads=variant.loss_and_grads, trace=variant.trace,
     decode_step=variant.decode_step, param_groups=variant.groups, n_vocab=variant.n_vocab,
-    n_ctx=lambda hparams, params: hparams["n_ctx"], fits=variant_fits, engine=variant,
-    views=False)
+    n_ctx=lambda hparams, params: hparams["n_ctx"], fits=variant_fits, engine=variant)
 
 
 # The table: hparams.json's "model" -> its kind

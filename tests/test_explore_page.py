@@ -163,9 +163,9 @@ def held_steps(monkeypatch, free: int) -> threading.Event:
     """Hold the server's generation after `free` steps until the event this returns is set (the
     tiny model makes a token in a millisecond): a generation is then still running for as long
     as the test needs, on any machine. A step waits at most LIMIT seconds."""
-    import picogpt.web.session
+    import picogpt.kvcache  # the engine the tiny GPT-2's session runs on
 
-    step, release, taken = picogpt.web.session.decode_step, threading.Event(), []
+    step, release, taken = picogpt.kvcache.decode_step, threading.Event(), []
 
     def held(*args):
         taken.append(1)
@@ -173,7 +173,7 @@ def held_steps(monkeypatch, free: int) -> threading.Event:
             release.wait(LIMIT)
         return step(*args)
 
-    monkeypatch.setattr(picogpt.web.session, "decode_step", held)
+    monkeypatch.setattr(picogpt.kvcache, "decode_step", held)
     return release
 
 

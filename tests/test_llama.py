@@ -301,8 +301,6 @@ def test_cli_refusals_are_one_line(cli_folder, tmp_path, cache_home):
     assert_one_line_error(picogpt("Tom", "--hf", str(folder)), "disagree: h0.self_attn.k_proj")
     edited_config(folder, model_type="gemma3")
     assert_one_line_error(picogpt("Tom", "--hf", str(folder)), "describes a 'gemma3' model")
-    done = picogpt("Tom", "--hf", str(cli_folder[0]), "--explain", str(tmp_path / "p.html"))
-    assert_one_line_error(done, "--explain shows a GPT-2's insides")
 
 
 def test_a_hub_id_fetches_the_shards_index_and_configs_and_runs(fake_hub, tmp_path):

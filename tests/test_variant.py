@@ -165,3 +165,29 @@ def test_a_setting_that_cannot_train_is_one_line(tmp_path, flags, says):
                    entry=main)
     assert_one_line_error(done, says)
     assert not any(tmp_path.iterdir())  # refused before any work
+
+
+def test_a_variant_folder_runs_and_its_insides_are_refused_in_one_line(tmp_path):
+    """A --variant run's folder generates and scores as any trained model; --explain and
+    --explore, which it has no views for, are one line each before any work."""
+    from test_openai import assert_one_line_error, picogpt
+    from test_poems import verse_text
+
+    from picogpt.cli.train import main as train_main
+
+    text = tmp_path / "verse.txt"
+    text.write_text(verse_text(40), encoding="utf-8")
+    done = picogpt("--task", "poems", "--text", str(text), "--variant", "swiglu", "--n_layer",
+                   "1", "--n_head", "2", "--n_embd", "16", "--n_ctx", "16", "--n_batch", "4",
+                   "--steps", "3", "--n_held_out", "5", "--name", "v", "--models_dir",
+                   str(tmp_path), entry=train_main)
+    assert done.returncode == 0, done.stderr
+    model = ["--model_size", "v", "--models_dir", str(tmp_path)]
+    written = picogpt("甲乙", *model, "--n_tokens", "4", "--seed", "1")
+    assert written.returncode == 0 and written.stdout.strip(), written.stderr
+    assert picogpt("甲乙丙", *model, "--score").returncode == 0
+    page = tmp_path / "page.html"
+    assert_one_line_error(picogpt("甲乙", *model, "--explain", str(page)),
+                          "a model of the training variant kind (v) trains for measuring only")
+    assert_one_line_error(picogpt("甲乙", *model, "--explore"), "--explore shows the insides")
+    assert not page.exists()

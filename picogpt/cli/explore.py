@@ -45,7 +45,6 @@ def explore_model(prompt: str = "", port: int | None = None, no_browser: bool = 
     refuse_views(kind_first(model_size, models_dir, hf), "explore", hf or model_size)
     loaded = load_model(model_size, models_dir, base_url, hf)
     refuse_explore(loaded)
-    refuse_views(loaded.kind, "explore", loaded.where)
     session = Session(loaded.encoder, loaded.hparams, loaded.params, loaded.about())
     model = loaded.about()
     server = ExploreServer(session, port or 0, text)

@@ -175,8 +175,6 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
         return
     sampling = model_sampling(loaded, sampling)
     top_k, top_p, temperature = sampling.top_k, sampling.top_p, sampling.temperature
-    if explain:
-        refuse_views(loaded.kind, "explain", loaded.where)
     say_outside(encoder, prompt)
     input_ids, n_head = encoder.prompt_ids(prompt), loaded.kind.runs_with(hparams)
     constraint = verse(encoder, acrostic, line, loaded.n_vocab, rhyme, lines) if poem else None
@@ -208,7 +206,7 @@ def generate_text(prompt: str = "", n_tokens: int = 40, top_k: int | None = None
         shown = {"top_k": top_k, "top_p": top_p, "seed": seed, "temperature": temperature,
                  "repetition_penalty": repetition_penalty}
         write_page(explain, page_data([*prompt_ids, *(step.token for step in steps)],
-                                      len(prompt_ids), steps, params, n_head, encoder, shown,
+                                      len(prompt_ids), steps, params, hparams, encoder, shown,
                                       model))
         print(_("picogpt: wrote {path}").format(path=explain), file=sys.stderr)
 

@@ -60,9 +60,11 @@ class LoadedModel:
 
     def about(self) -> dict:
         """What the pages show of the model: its name, where it came from (as "kind", the name the
-        pages read it by), place, shape and limits."""
+        pages read it by), its architecture (its kind's name: "gpt2", "llama", ...), place, shape
+        and limits."""
         shape = {key: self.hparams[key] for key in ("n_layer", "n_head", "n_embd")}
-        return {"name": self.name, "kind": self.source, "where": self.where,
+        return {"name": self.name, "kind": self.source, "architecture": self.kind.name,
+                "where": self.where,
                 "random": self.random, "n_vocab": self.n_vocab, "n_ctx": self.n_ctx,
                 "sampler": self.sampler, **shape}
 
@@ -119,14 +121,14 @@ def vocabulary_first(model_size: str, models_dir: str,
 
 
 def refuse_views(kind: Kind, flag: str, where: str | None) -> None:
-    """--explain and --explore show a model's insides as GPT-2's pages draw them (and the
-    encoder-decoder's --explain page); a kind whose row says it has no such views (the LLaMA
-    kind, so far) is refused in one line."""
-    if not kind.views:
-        raise PicoGPTError(_("--{flag} shows a GPT-2's insides; picogpt does not show a model of "
-                             "the {kind} kind ({where}) there yet. Drop --{flag}; generating, "
-                             "--candidates and --score work.").format(flag=flag, kind=kind.title,
-                                                                     where=where))
+    """--explain and --explore show a model's insides through its kind's run_with_hooks (the
+    encoder-decoder has its own --explain page); a kind without one (the training-only variant)
+    is refused in one line."""
+    if kind.run_with_hooks is None and not kind.seq2seq:
+        raise PicoGPTError(_("--{flag} shows the insides of GPT-2 and the LLaMA family; a model "
+                             "of the {kind} kind ({where}) trains for measuring only. Drop "
+                             "--{flag}; generating, --candidates and --score work.").format(
+            flag=flag, kind=kind.title, where=where))
 
 
 def kind_first(model_size: str, models_dir: str, hf: str | None) -> Kind:

@@ -20,9 +20,9 @@ NumPy only; no I/O.
 
 import numpy as np
 
-from ..model import causal_attention, softmax
 from . import fasttrain
-from .model import HPARAMS, linear, llama, llama_block, rms_norm, rope_angles
+from .inside import run_with_hooks
+from .model import HPARAMS, linear, llama
 
 
 def default_n_kv_head(n_head: int) -> int:
@@ -93,27 +93,14 @@ def logits(ids, params: dict, hparams: dict) -> np.ndarray:
 
 
 def trace(ids, params: dict, hparams: dict, names=None) -> tuple[np.ndarray, dict]:
-    """The logits of one [n_seq] row and each block's attention pattern, named as inside.trace
-    names GPT-2's ("blocks.{i}.attn.pattern", [n_head, n_seq, n_seq]), for the head probes.
-    The pattern is caught at the block's attend= seam, so the forward is llama/model.py's."""
-    ids = np.asarray(ids)
-    settings = forward_hparams(hparams)
-    cos, sin = rope_angles(0, ids.shape[-1], settings["d_head"], settings["rope_theta"])
-    x, values = params["embed_tokens"]["weight"][ids], {}
-    for i, block in enumerate(params["blocks"]):
-        def attend(q, k, v, i=i):  # k, v [n_kv_head, n_seq, d_head]: each serves its group
-            group = q.shape[-3] // k.shape[-3]
-            k, v = np.repeat(k, group, axis=-3), np.repeat(v, group, axis=-3)
-            scores = q @ k.swapaxes(-1, -2) / q.shape[-1] ** 0.5
-            scores += (1 - np.tri(len(ids), dtype=q.dtype)) * -1e10
-            values[f"blocks.{i}.attn.pattern"] = softmax(scores)  # [n_head, n_seq, n_seq]
-            return causal_attention(q, k, v)
+    """The logits of one [n_seq] row and its named values (llama/inside.py's names: each block's
+    "blocks.{i}.attn.pattern" is [n_head, n_seq, n_seq], as inside.trace names GPT-2's), for the
+    head probes; names keeps only those. The forward is llama/model.py's, run by llama/inside."""
+    values = {}
 
-        x = llama_block(x, **block, cos=cos, sin=sin, n_head=settings["n_head"],
-                        n_kv_head=settings["n_kv_head"], norm_eps=settings["norm_eps"],
-                        attend=attend)
-    head = params.get("lm_head", params["embed_tokens"])
-    out = linear(rms_norm(x, **params["norm"], eps=settings["norm_eps"]), **head)
-    kept = values if names is None else {k: v for k, v in values.items() if k in names}
-    return out, kept
+    def keep(name: str, value: np.ndarray, row: int = 0) -> None:
+        if names is None or name in names:
+            values[name] = value
 
+    ln_final = run_with_hooks(ids, params, forward_hparams(hparams), keep)  # [n_seq, n_embd]
+    return linear(ln_final, **params.get("lm_head", params["embed_tokens"])), values

@@ -136,11 +136,11 @@ function showInside() {
   if (!inside) return;
   const layer = $("layer").value, head = $("head").value;
   attention = Views.attention(inside.attention, inside.tokens, inside.n_layer, inside.n_head,
-                              inside.characters);
+                              inside.characters, inside.kv_heads);
   Views.headScores($("heads"), inside.heads, (l, h) => {
     attention.select(l, h);
     $("attn").scrollIntoView({block: "center"});
-  });
+  }, undefined, inside.kv_heads);
   attention.select(layer || 0, head || 0);
   Views.lens($("lens"), inside.lens, inside.tokens);
   Views.wpe($("wpe"), inside.wpe);

@@ -48,15 +48,16 @@ def titled(model: dict, params: dict, encoder: Encoder) -> dict:
     return {**model, "kind": "random"}
 
 
-def page_data(ids: list[int], n_prompt: int, steps: list[Step], params: dict, n_head: int,
-              encoder: Encoder, settings: dict, model: dict) -> dict:
-    """Everything the page shows, computed by trace, logit_lens, the head scores and the
-    generation API. model names the model: {"name", "kind" ("released", "trained" or "hf"),
+def page_data(ids: list[int], n_prompt: int, steps: list[Step], params: dict,
+              hparams: dict | int, encoder: Encoder, settings: dict, model: dict) -> dict:
+    """Everything the page shows, computed by the model's kind's forward with hooks, its logit
+    lens, the head scores and the generation API (hparams: the model's, or a GPT-2's n_head, as
+    views.views takes them). model names the model: {"name", "kind" ("released", "trained" or "hf"),
     "n_layer", "n_head", "n_embd"}; the page calls it random weights as titled() says."""
     return {"settings": settings, "model": titled(model, params, encoder), "n_prompt": n_prompt,
             "steps": [{"token": piece(encoder, step.token), "entropy": step.entropy,
                        "candidates": candidates(step, encoder)} for step in steps],
-            **views(ids, params, n_head, encoder)}
+            **views(ids, params, hparams, encoder)}
 
 
 def write_page(path: str, data: dict) -> None:

@@ -20,7 +20,7 @@ from ..constraints import Verse, alphabet, byte_level_refusal, check_verse, mask
 from ..encoder import Encoder, added_bytes
 from ..errors import PicoGPTError, _, whole_number
 from ..generate import check_context, check_settings
-from ..kvcache import KVCache, decode_step, prefill
+from ..kinds import kind_of
 from ..sampling import Sampling, describe, sample_rngs
 from ..show import characters, piece
 from .views import views
@@ -32,10 +32,11 @@ class Session:
     """A text and its cache, for one model."""
 
     def __init__(self, encoder: Encoder, hparams: dict, params: dict, model: dict):
-        self.encoder, self.params, self.model = encoder, params, model
-        self.n_head, self.n_ctx = hparams["n_head"], hparams["n_ctx"]
-        self.n_vocab = hparams["n_vocab"]
-        self.cache = KVCache(params, self.n_head, self.n_ctx)  # room for the whole context
+        self.encoder, self.params, self.model, self.hparams = encoder, params, model, hparams
+        kind = kind_of(hparams)  # the engine its kind runs on: GPT-2's kvcache.py, or another's
+        self.engine, self.n_head = kind.engine, kind.runs_with(hparams)
+        self.n_ctx, self.n_vocab = kind.n_ctx(hparams, params), kind.n_vocab(params)
+        self.cache = self.engine.KVCache(params, self.n_head, self.n_ctx)  # the whole context
         self.ids: list[int] = []  # the text the cache holds, position by position
         self.logits = np.zeros(0)  # [n_vocab] the model's logits for the token after it
         self.set_text("")  # a session always has a text: the start token until it is given one
@@ -71,7 +72,7 @@ class Session:
                     min(len(self.ids), len(ids)))
         same = min(same, len(ids) - 1)  # the last position runs again: its logits are needed
         self.cache.rewind(same)
-        self.logits = prefill(ids[same:], self.params, self.n_head, self.cache)
+        self.logits = self.engine.prefill(ids[same:], self.params, self.n_head, self.cache)
         self.ids = ids
         return {**self.state(), "retokenized": changed}
 
@@ -195,7 +196,7 @@ class Session:
         """One position through the model. If the model fails, the session is as it was: the
         cache forgets what it wrote, and the text and logits are untouched."""
         try:
-            logits = decode_step(token, self.params, self.n_head, self.cache)
+            logits = self.engine.decode_step(token, self.params, self.n_head, self.cache)
         except BaseException:
             self.cache.rewind(len(self.ids))
             raise
@@ -213,7 +214,8 @@ class Session:
             raise PicoGPTError(_("there is no step to take back: the text is one token long."))
         self.ids = self.ids[:-1]
         self.cache.rewind(len(self.ids) - 1)  # re-run the new last position for its logits
-        self.logits = decode_step(self.ids[-1], self.params, self.n_head, self.cache)
+        self.logits = self.engine.decode_step(self.ids[-1], self.params, self.n_head,
+                                             self.cache)
         return self.state()
 
     def generate(self, sampling: Sampling, seed: int | None, n_tokens: int,
@@ -243,7 +245,7 @@ class Session:
         """The text's attention, head scores, logit lens and wpe similarity, as on --explain
         (the lens at the positions the attention keeps); pause is called between the logit
         lens's rows (see views.views)."""
-        return views(list(self.ids), self.params, self.n_head, self.encoder, pause,
+        return views(list(self.ids), self.params, self.hparams, self.encoder, pause,
                      lens_kept=True)
 
 

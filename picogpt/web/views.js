@@ -21,7 +21,7 @@ const Views = (() => {
       return M.kind === "random" ? t("couplet_random", layers) : t("couplet_trained", {name, ...layers});
     }
     return M.kind === "released" ? t("released", {size: name}) :
-           M.kind === "hf" ? t("hf", {name}) :
+           M.kind === "hf" ? t(M.architecture === "llama" ? "hf_llama" : "hf", {name}) :
            M.kind === "random" ? t("random", {n_layer: M.n_layer}) :
            t("trained", {name, n_layer: M.n_layer});
   }
@@ -62,6 +62,18 @@ const Views = (() => {
     });
   }
   function quoted(tok) { return tok.bytes ? "<" + tok.bytes + ">" : "'" + tok.text + "'"; }
+  // A query head's name: its number, and, where query heads share key/value heads (a LLaMA's
+  // grouped-query attention), the key/value head it reads: "5 · kv 2". kvHeads: the data's
+  // kv_heads, one per query head; a GPT-2's heads are each their own, named by number alone.
+  // said(key, fields) is a sentence that names head h: key's, or key + "_kv"'s with the kv head.
+  function headNamer(kvHeads) {
+    const shared = Boolean(kvHeads) && new Set(kvHeads).size < kvHeads.length;
+    const name = h => shared ? t("head_kv", {h, kv: kvHeads[h]}) : String(h);
+    name.shared = shared;
+    name.said = (key, fields) => shared ? t(key + "_kv", {...fields, kv: kvHeads[fields.h]}) :
+      t(key, fields);
+    return name;
+  }
 
   // Every [data-t] node's text in the current language
   function words(root = document) {
@@ -125,15 +137,21 @@ const Views = (() => {
 
   // The attention heatmap of one head, the tokens on both axes, the layer's heads as small
   // pictures, and a hover that names the exact weight. A = {first, n, data (base64 float32
-  // [n_layer, n_head, n, n])}; the parts are views.html's, in #attn-panel.
-  function attention(A, toks, nLayer, nHead, characters = []) {
+  // [n_layer, n_head, n, n])}; the parts are views.html's, in #attn-panel. kvHeads: each query
+  // head's key/value head (the data's kv_heads), said beside its number when heads share them.
+  function attention(A, toks, nLayer, nHead, characters = [], kvHeads = null) {
     const names = labelled(toks, characters).slice(A.first, A.first + A.n), at = i => A.first + i;
+    const headName = headNamer(kvHeads), note = document.getElementById("attn-gqa");
+    note.hidden = !headName.shared;
+    note.textContent = headName.shared ? t("n_attn_gqa", {n_head: nHead, n_kv_head: new Set(kvHeads).size,
+                                                 group: nHead / new Set(kvHeads).size}) : "";
     return attentionMap(document.getElementById("attn-panel"), {
       weights: floats(A.data), nLayer, nHead, nQ: A.n, nK: A.n, rows: names, cols: names,
-      rowAt: at, colAt: at, onShow: markHead,
+      rowAt: at, colAt: at, onShow: markHead, headName,
       range: () => A.first > 0 ? t("range", {a: A.first, b: A.first + A.n - 1, n: A.n}) : "",
-      tip: (l, h, q, k, w) => t("tip", {l, h, q: at(q), tq: quoted(toks[at(q)]), k: at(k),
-                                        tk: quoted(toks[at(k)]), w: w.toPrecision(7)})});
+      tip: (l, h, q, k, w) => headName.said("tip", {l, h, q: at(q), tq: quoted(toks[at(q)]),
+                                                    k: at(k), tk: quoted(toks[at(k)]),
+                                                    w: w.toPrecision(7)})});
   }
 
   // One attention picture: a chosen layer's and head's weights, its queries down (rows) and its
@@ -144,14 +162,15 @@ const Views = (() => {
   // wrap, tip, range and overview. M = {weights (Float32Array [nLayer, nHead, nQ, nK]), nLayer,
   // nHead, nQ, nK, rows and cols (the labels), rowAt and colAt (a label's position, its title),
   // tip(l, h, q, k, w) (the hover's text), and optionally range() (a note), badge(l, h) (a
-  // line under each small picture), onShow(l, h) and font (the labels' largest size, px)}.
+  // line under each small picture), onShow(l, h), font (the labels' largest size, px) and
+  // headName(h) (a head's name in the select and the small pictures' titles; its number)}.
   function attentionMap(root, M) {
     const part = name => root.querySelector(`[data-part="${name}"]`);
-    const {weights, nQ, nK, nHead} = M;
+    const {weights, nQ, nK, nHead} = M, headName = M.headName || String;
     const layerSelect = part("layer"), headSelect = part("head"), big = part("map");
     layerSelect.replaceChildren(); headSelect.replaceChildren();
     for (let l = 0; l < M.nLayer; l++) layerSelect.append(el("option", {value: l}, String(l)));
-    for (let h = 0; h < nHead; h++) headSelect.append(el("option", {value: h}, String(h)));
+    for (let h = 0; h < nHead; h++) headSelect.append(el("option", {value: h}, headName(h)));
     const weight = (l, h, q, k) => weights[((l * nHead + h) * nQ + q) * nK + k];
     function paint(canvas, l, h, scale) {
       canvas.width = nK * scale; canvas.height = nQ * scale;
@@ -192,7 +211,7 @@ const Views = (() => {
       const overview = part("overview"), small = Math.max(1, Math.floor(64 / Math.max(nQ, nK)));
       overview.replaceChildren();
       for (let hh = 0; hh < nHead; hh++) {
-        const c = el("canvas", {title: `${t("head")} ${hh}`, "data-head": hh});
+        const c = el("canvas", {title: `${t("head")} ${headName(hh)}`, "data-head": hh});
         paint(c, l, hh, small);
         c.style.width = nK * 64 / Math.max(nQ, nK) + "px";
         c.style.height = nQ * 64 / Math.max(nQ, nK) + "px";
@@ -228,8 +247,11 @@ const Views = (() => {
 
   // The head scores as small layer-by-head grids, one per score; clicking a cell calls
   // onPick(layer, head). S = {previous, first, induction} (or the kinds given): [n_layer][n_head]
-  // arrays (induction may be null: no token of the text repeats).
-  function headScores(container, S, onPick, kinds = ["previous", "first", "induction"]) {
+  // arrays (induction may be null: no token of the text repeats). kvHeads names each query head
+  // with its key/value head, as attention() does.
+  function headScores(container, S, onPick, kinds = ["previous", "first", "induction"],
+                      kvHeads = null) {
+    const headName = headNamer(kvHeads);
     container.replaceChildren();
     for (const kind of kinds) {
       const box = el("div", {class: "scores", "data-kind": kind});
@@ -241,14 +263,15 @@ const Views = (() => {
       }
       const table = el("table"), top = el("tr");
       top.append(el("th", {}, ""));
-      S[kind][0].forEach((_, h) => top.append(el("th", {}, `${t("head")} ${h}`)));
+      S[kind][0].forEach((_, h) => top.append(el("th", {}, `${t("head")} ${headName(h)}`)));
       table.append(top);
       S[kind].forEach((row, l) => {
         const tr = el("tr");
         tr.append(el("th", {}, `${t("layer")} ${l}`));
         row.forEach((v, h) => {
           const td = el("td", {"data-layer": l, "data-head": h,
-                               title: t("head_tip", {kind: t("score_" + kind), l, h, v: v.toFixed(4)})}, v.toFixed(2));
+                               title: headName.said("head_tip", {kind: t("score_" + kind), l, h,
+                                                                 v: v.toFixed(4)})}, v.toFixed(2));
           td.style.background = `rgba(53, 116, 212, ${Math.max(0, Math.min(1, v)).toFixed(3)})`;
           if (v > 0.5) td.style.color = "white";
           td.tabIndex = 0;  // a cell is a button: Tab reaches it, Enter or Space picks it
@@ -309,8 +332,11 @@ const Views = (() => {
     edge();
   }
 
-  // The cosine similarity of wpe's first rows, black (0 or below) to white (1)
+  // The cosine similarity of wpe's first rows, black (0 or below) to white (1); its section is
+  // hidden for a model without a position table (W null: a LLaMA's positions are rotations)
   function wpe(canvas, W) {
+    document.getElementById("wpe-panel").hidden = !W;
+    if (!W) return;
     const sim = floats(W.data);
     canvas.width = canvas.height = W.n;
     const ctx = canvas.getContext("2d"), img = ctx.createImageData(W.n, W.n);

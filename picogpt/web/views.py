@@ -1,7 +1,8 @@
 """The views both pages draw, as data: a text's tokens, attention, head scores, logit lens and
-wpe similarity, computed by the same functions that generate text (inside.py's trace and
-scores). The explain page (page.py) and the explore session (session.py) take them from here;
-views.html, views.js and views.css draw them."""
+wpe similarity, computed by the same functions that generate text: the model's kind's forward
+with hooks and its logit lens (kinds.py; GPT-2's are inside.py's), and inside.py's scores. The
+explain page (page.py) and the explore session (session.py) take them from here; views.html,
+views.js and views.css draw them."""
 
 import base64
 from collections.abc import Callable
@@ -18,8 +19,9 @@ from ..inside import (
     lens_rows,
     previous_token_job,
     residual_names,
-    run_with_hooks,
 )
+from ..kinds import kind_of
+from ..llama.inside import kv_head_of
 from ..sampling import Step
 from ..show import characters, piece, shown
 from ..wordpiece import WordPiece
@@ -33,30 +35,39 @@ N_WPE = 128  # positions in the wpe similarity picture
 ATTENTION_ROWS = 64
 
 
-def views(ids: list[int], params: dict, n_head: int, encoder: Encoder,
+def views(ids: list[int], params: dict, hparams: dict | int, encoder: Encoder,
           pause: Callable[[], None] = lambda: None, lens_kept: bool = False) -> dict:
     """The views of a text that every page shows: its tokens (and the vocabulary's kind, "bpe",
     "wordpiece" or "chars", which the tokens' caption names), attention, head scores, logit lens and
-    wpe similarity. pause is called after the forward pass and after each of the logit lens's
+    wpe similarity (none for a model without a learned position table). hparams are the model's
+    (a GPT-2's n_head alone will do); each query head is named with the key/value head it reads
+    ("kv_heads": a LLaMA's n_kv_head are shared by groups of query heads; a GPT-2's are its own
+    query heads). pause is called after the forward pass and after each of the logit lens's
     rows, the long part (the explore server stops there once the text has changed). With
     lens_kept, the logit lens covers only the positions the attention keeps, as the explore
     page asks on each edit (every position costs n_layer + 1 products with the unembedding)."""
+    hparams = {"n_head": hparams} if isinstance(hparams, int) else hparams  # a GPT-2's n_head
+    kind, n_head = kind_of(hparams), hparams["n_head"]
+    n_kv_head = hparams.get("n_kv_head", n_head)  # GPT-2: a key/value head per query head
     n_layer, n_seq = len(params["blocks"]), len(ids)
     per_position = n_layer * n_head * 4  # bytes of attention per (query, key) pair
     n_kept = min(n_seq, int((ATTENTION_BYTES / per_position) ** 0.5))
     first = n_seq - n_kept  # attention kept for positions first..n_seq-1, as queries and keys
     lens_first = first if lens_kept else 0
     kept = Kept(ids, n_layer, n_head, first, lens_first)
-    run_with_hooks(ids, params, n_head, kept.hook, rows=ATTENTION_ROWS)
+    kind.run_with_hooks(ids, params, hparams, kept.hook, rows=ATTENTION_ROWS)
     pause()
     rows = []
-    for row in lens_rows(kept.streams, params, top=3):  # a row is made as the loop asks for it
+    lens = lens_rows(kept.streams, params, top=3,  # the kind's final norm and unembedding
+                     final=lambda x: kind.lens(x, params, hparams))
+    for row in lens:  # a row is made as the loop asks for it
         rows.append(row)
         pause()
     lens_ids, lens_probs = map(np.stack, zip(*rows))  # [n_layer + 1, n_seq - lens_first, 3]
-    wpe = np.asarray(params["wpe"][:N_WPE])
+    wpe = params.get("wpe")  # rotary positions (a LLaMA) have no table to picture
     return {
-        "n_layer": n_layer, "n_head": n_head,
+        "n_layer": n_layer, "n_head": n_head, "n_kv_head": n_kv_head,
+        "kv_heads": [kv_head_of(h, n_head, n_kv_head) for h in range(n_head)],
         "vocabulary": "wordpiece" if isinstance(encoder, WordPiece) else (
             "chars" if isinstance(encoder, Chars) else "bpe"),
         "tokens": [piece(encoder, i) for i in ids],
@@ -72,14 +83,16 @@ def views(ids: list[int], params: dict, n_head: int, encoder: Encoder,
                                      for i, p in zip(ids_, probs_))
                           for ids_, probs_ in zip(row_ids, row_probs)]
                          for row_ids, row_probs in zip(lens_ids, lens_probs)]},
-        "wpe": {"n": len(wpe), "data": float32_base64(cosine_similarity(wpe))},
+        "wpe": None if wpe is None else {"n": len(wpe[:N_WPE]), "data": float32_base64(
+            cosine_similarity(np.asarray(wpe[:N_WPE])))},
     }
 
 
 class Kept:
-    """What the views keep of a forward pass, as run_with_hooks shows it: the residual streams
-    at the lens's positions, the attention among the last positions, and for each head score
-    every query's weight on its job's keys, [n_layer, n_head, n_seq]. Nothing else stays."""
+    """What the views keep of a forward pass, as the kind's run_with_hooks shows it: the residual
+    streams at the lens's positions, the attention among the last positions, and for each head
+    score every query's weight on its job's keys, [n_layer, n_head, n_seq]. Nothing else
+    stays."""
 
     def __init__(self, ids: list[int], n_layer: int, n_head: int, first: int, lens_first: int):
         n_seq, n_kept = len(ids), len(ids) - first

@@ -68,6 +68,13 @@ def page_words() -> dict[str, str]:
                     "Hover for the exact weight."),
         "layer": _("layer"),
         "head": _("head"),
+        "head_kv": _("{h} · kv {kv}"),
+        "n_attn_gqa": _("This model's {n_head} query heads share {n_kv_head} key/value heads, "
+                        "{group} query heads to each (grouped-query attention): query head h "
+                        "reads key/value head h // {group}, as transformers' repeat_kv does. "
+                        "Each head is named with the key/value head it reads. Heads that share "
+                        "one look at the same keys, each with its own queries, so their "
+                        "patterns can still differ."),
         "overview": _("all heads of this layer (click one)"),
         "scale_attn": _("weight: white is 0, blue is 1; the shade follows the square root of the "
                         "weight, so that small weights stay visible"),
@@ -119,6 +126,8 @@ def page_words() -> dict[str, str]:
         "range": _("(positions {a} to {b} only: the page keeps the last {n} to stay small)"),
         "tip": _("layer {l} head {h}: query {q} {tq} -> key {k} {tk}: {w}"),
         "head_tip": _("{kind}: layer {l} head {h}: {v}"),
+        "tip_kv": _("layer {l} head {h} · kv {kv}: query {q} {tq} -> key {k} {tk}: {w}"),
+        "head_tip_kv": _("{kind}: layer {l} head {h} · kv {kv}: {v}"),
         "settings": _("{model}: {n} tokens ({p} prompt, {g} generated). {how}, repetition penalty"
                       " {penalty}."),
         "sampling_run": _("sampling: temperature {temperature}, top_k {top_k}, top_p {top_p}, "
@@ -127,6 +136,7 @@ def page_words() -> dict[str, str]:
         "released": _("GPT-2 {size}"),
         "trained": _("\"{name}\", a {n_layer}-layer model trained by picogpt (not GPT-2)"),
         "hf": _("the Hugging Face model {name} (GPT-2's architecture)"),
+        "hf_llama": _("the Hugging Face model {name} (the LLaMA family's architecture)"),
         "random": _("a {n_layer}-layer model with random weights (not GPT-2)"),
         "pending": _("not in the box: the bytes {bytes}, part of a character the next pieces may "
                      "finish (back one step takes them away)"),
