@@ -229,3 +229,25 @@ def test_a_lone_surrogate_is_one_skipped_entry(tmp_path, traditional):
     read = read_chinese_poetry(tmp_path, traditional=traditional)
     assert read.poems == ["春眠不覺曉。" if traditional else "春眠不觉晓。"]
     assert read.skipped == 1
+
+
+@pytest.mark.parametrize("flags, block", [
+    ({}, {"model": "llama", "variant": None}),  # the recipe docs/why-llama.md measured
+    ({"model": "gpt2"}, {"model": "gpt2", "variant": None}),  # the flags choose another block
+    ({"variant": "rope"}, {"model": "gpt2", "variant": "rope"}),
+])
+def test_a_chinese_poetry_run_trains_the_llama_recipe_unless_the_flags_choose(tmp_path, flags,
+                                                                             block):
+    """chinese-poetry's defaults are the LLaMA block's ten-minute recipe with 400 held-out
+    poems; fortunes-zh (no --text) keeps GPT-2's; --model or --variant chooses another block."""
+    from picogpt.cli.train import build_run
+    from picogpt.tasks.poems import defaults
+
+    folders = write_corpus(tmp_path, "npm")
+    run, _task = build_run({"task": "poems", "text": str(folders["root"]), "name": "s",
+                            "models_dir": str(tmp_path / "models"), **flags})
+    assert {"model": run.model, "variant": run.variant} == block
+    assert (run.steps, run.options.n_held_out) == (defaults("chinese-poetry")["steps"], 400)
+    fortunes, _task = build_run({"task": "poems", "name": "f",
+                                 "models_dir": str(tmp_path / "models")})
+    assert (fortunes.model, fortunes.options.n_held_out) == ("gpt2", 200)

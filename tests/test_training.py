@@ -401,7 +401,7 @@ def test_the_optimizers_flags_are_checked_first_and_kept_in_run_json(tmp_path, m
     text = write_text(tmp_path / "poems.txt")
     models_dir = tmp_path / "models"
     for flags, message in ((["--optimizer", "sgd"], "optimizer='sgd' is not an optimizer "
-                            "picogpt knows; the optimizers are adamw."),
+                            "picogpt knows; the optimizers are adamw, muon."),
                            (["--decay", "matrices,tables"], "decay='matrices,tables' is not a "
                             "list of parameter groups; give some of matrices, embeddings, "
                             "gains, biases, comma-separated."),

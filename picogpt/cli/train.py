@@ -186,16 +186,22 @@ def build_run(given: dict) -> tuple[Run, Task]:
                                  "see {program} --help.").format(
                 flag=flag, owner=" / ".join(owners), task=name, program=PROGRAM))
     source = data_source(task, given.get("text"))
-    shared = task.defaults(source) | {key: given[key] for key in SHARED if key in given}
+    defaults = task.defaults(source)
+    shared = {key: defaults[key] for key in SHARED} | {key: given[key] for key in SHARED
+                                                      if key in given}
+    # the recipe's block (chinese-poetry's is the LLaMA block), unless the flags choose one
+    chosen = "model" in given or "variant" in given
+    block = {key: defaults[key] for key in BLOCK_FLAGS if key in defaults and not chosen}
+    block |= {key: given[key] for key in BLOCK_FLAGS if key in given}
     if shared["warmup"] is None:
         shared["warmup"] = max(1, shared["steps"] // 10) if isinstance(shared["steps"], int) else 1
-    options = task.options(**{key: given[key] for key in own if key in given})
+    options = task.options(**{key: defaults[key] for key in own if key in defaults}
+                           | {key: given[key] for key in own if key in given})
     text_path = given.get("text")
     run = Run(task=name, name=given.get("name", task.model_name),
               models_dir=given.get("models_dir", "models"),
               text=None if text_path is None else str(Path(text_path).absolute()), **shared,
-              options=options, optimizer=optimizer_of(given),
-              **{key: given[key] for key in BLOCK_FLAGS if key in given})
+              options=options, optimizer=optimizer_of(given), **block)
     check_settings(run, task, source)
     new_model_dir(run.models_dir, run.name)
     return run, task

@@ -36,7 +36,7 @@ from picogpt.kinds import kind_of
 
 # name -> (what the row is, the train command's flags for it, or None: not built yet)
 ROWS = {
-    "gpt2": ("today's GPT-2 recipe (the poems task's defaults)", {}),
+    "gpt2": ("GPT-2's block, the recipe before this table", {"model": "gpt2"}),
     "llama": ("the LLaMA block: RMSNorm, RoPE, SwiGLU, 4 query heads over 2 key/value heads",
               {"model": "llama"}),
     "llama-mha": ("the LLaMA block without shared heads (n_kv_head = n_head)",
