@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from picogpt.llama import variant
+from picogpt.llama.fasttrain import side_by_side
 from picogpt.llama.model import llama
 from picogpt.model import gpt2
 from picogpt.tree import flatten, nest, tree_map
@@ -39,7 +40,7 @@ def test_gpt2_switches_are_gpt2():
         return {"g": layer["weight"], "b": layer["bias"]}
 
     blocks = [{"ln_1": ln(b["input_layernorm"]), "ln_2": ln(b["post_attention_layernorm"]),
-               "attn": {"c_attn": linear(variant.side_by_side(*(b["self_attn"][n] for n in (
+               "attn": {"c_attn": linear(side_by_side(*(b["self_attn"][n] for n in (
                    "q_proj", "k_proj", "v_proj")))), "c_proj": linear(b["self_attn"]["o_proj"])},
                "mlp": {"c_fc": linear(b["mlp"]["up_proj"]),
                        "c_proj": linear(b["mlp"]["down_proj"])}} for b in p["blocks"]]
