@@ -189,10 +189,7 @@ def build_run(given: dict) -> tuple[Run, Task]:
     defaults = task.defaults(source)
     shared = {key: defaults[key] for key in SHARED} | {key: given[key] for key in SHARED
                                                       if key in given}
-    # the recipe's block (chinese-poetry's is the LLaMA block), unless the flags choose one
-    chosen = "model" in given or "variant" in given
-    block = {key: defaults[key] for key in BLOCK_FLAGS if key in defaults and not chosen}
-    block |= {key: given[key] for key in BLOCK_FLAGS if key in given}
+    block = {key: given[key] for key in BLOCK_FLAGS if key in given}
     if shared["warmup"] is None:
         shared["warmup"] = max(1, shared["steps"] // 10) if isinstance(shared["steps"], int) else 1
     options = task.options(**{key: defaults[key] for key in own if key in defaults}
