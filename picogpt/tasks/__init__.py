@@ -159,35 +159,31 @@ class Block:
         return self.hf_files(encoder) if self.hf_files else own
 
 
+def kind_block(row, hparams: dict, n_ctx: int, hf_files=None, hf_weights=None) -> Block:
+    """A Block of another kind than GPT-2, through its row of the table of kinds."""
+    return Block(
+        hparams, lambda rng: row.init(hparams, rng),
+        lambda batch, params: row.loss_and_grads(batch, params, hparams),
+        lambda ids, params: row.forward(ids, params, hparams),
+        lambda params, ids: training.windowed_loss(
+            ids, n_ctx, lambda rows: row.forward(rows, params, hparams), hparams["n_vocab"]),
+        lambda ids, params, names=None: row.trace(ids, params, hparams, names),
+        lambda params, *args: continuation(params, row.runs_with(hparams), *args),
+        hf_files, hf_weights)
+
+
 def block(run: Run, n_vocab: int) -> Block:
     """The block run trains, for a vocabulary of n_vocab tokens."""
     if run.variant is not None:  # one change at a time (llama/variant.py), for measuring
-        row = KINDS["variant"]
-        hparams = variant.variant_hparams(run.variant, n_vocab, run.n_ctx, run.n_embd,
-                                          run.n_head, run.n_layer)
-        return Block(
-            hparams, lambda rng: row.init(hparams, rng),
-            lambda batch, params: row.loss_and_grads(batch, params, hparams),
-            lambda ids, params: row.forward(ids, params, hparams),
-            lambda params, ids: training.windowed_loss(
-                ids, run.n_ctx, lambda rows: row.forward(rows, params, hparams), n_vocab),
-            lambda ids, params, names=None: row.trace(ids, params, hparams, names),
-            lambda params, *args: continuation(params, row.runs_with(hparams), *args))
+        return kind_block(KINDS["variant"], variant.variant_hparams(
+            run.variant, n_vocab, run.n_ctx, run.n_embd, run.n_head, run.n_layer), run.n_ctx)
     if run.model == "llama":  # its row of the table of kinds, hparams from the run's flags
-        row = KINDS["llama"]
         hparams = llama_training.hparams(n_vocab, run.n_ctx, run.n_embd, run.n_head,
                                          run.n_layer, run.n_kv_head, run.n_ffn, run.rope_theta)
-        return Block(
-            hparams, lambda rng: row.init(hparams, rng),
-            lambda batch, params: row.loss_and_grads(batch, params, hparams),
-            lambda ids, params: row.forward(ids, params, hparams),
-            lambda params, ids: training.windowed_loss(
-                ids, run.n_ctx, lambda rows: row.forward(rows, params, hparams), n_vocab),
-            lambda ids, params, names=None: row.trace(ids, params, hparams, names),
-            lambda params, *args: continuation(params, row.runs_with(hparams), *args),
-            lambda chars: llama_folder.hf_files(hparams, chars.tokens, chars.start,
-                                                chars.unknown),
-            llama_folder.hf_arrays)
+        return kind_block(KINDS["llama"], hparams, run.n_ctx,
+                          lambda chars: llama_folder.hf_files(hparams, chars.tokens, chars.start,
+                                                              chars.unknown),
+                          llama_folder.hf_arrays)
     n_head = run.n_head
     hparams = {"n_vocab": n_vocab, "n_ctx": run.n_ctx, "n_embd": run.n_embd, "n_head": n_head,
                "n_layer": run.n_layer}
