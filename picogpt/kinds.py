@@ -266,16 +266,6 @@ LLAMA = Kind(
 # The training-only variant (llama/variant.py): a switch for each change between the blocks ---
 
 
-def variant_fits(hparams: dict, source: str, fix: str) -> None:
-    """Raise unless the heads fit and each switch is one the variant has."""
-    llama_fits(hparams, source, fix)
-    for key, choices in variant.CHOICES.items():
-        if hparams[key] not in choices:
-            raise PicoGPTError(_("{source}: {key}={value!r} is not one of {choices}; {fix}.")
-                               .format(source=source, key=key, value=hparams[key],
-                                       choices=", ".join(choices), fix=fix))
-
-
 VARIANT = Kind(
     name="variant", title="training variant",  # hparams.json: {"model": "variant", ...}
     hparams={**{key: whole for key in ("n_vocab", "n_ctx", "n_embd", "n_head", "n_kv_head",
@@ -286,7 +276,7 @@ VARIANT = Kind(
     shapes=variant.shapes, stacks={"n_layer": ""}, init=variant.init_params,
     forward=variant.logits, loss_and_grads=variant.loss_and_grads, trace=variant.trace,
     decode_step=variant.decode_step, param_groups=variant.groups, n_vocab=variant.n_vocab,
-    n_ctx=lambda hparams, params: hparams["n_ctx"], fits=variant_fits, engine=variant)
+    n_ctx=lambda hparams, params: hparams["n_ctx"], fits=variant.fits, engine=variant)
 
 
 # The table: hparams.json's "model" -> its kind

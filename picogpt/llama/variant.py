@@ -24,10 +24,12 @@ llama/engine.py's. NumPy, float32.
 import numpy as np
 
 from .. import kvcache
+from ..errors import PicoGPTError, _
 from ..optim import GROUPS
 from ..tree import flatten
 from . import engine
 from .engine import LlamaCache
+from .kind import llama_fits
 from .train import default_n_ffn
 from .variant_step import final_logits, loss_and_grads, stream  # noqa: F401 (the kind's step)
 
@@ -167,6 +169,16 @@ def window_stream(inputs, params: dict, hp: dict) -> np.ndarray:
 def n_ctx(params: dict, hp: dict) -> int:
     """The longest context: the learned table's rows, or the n_ctx it trained at."""
     return hp["n_ctx"]
+
+
+def fits(hparams: dict, source: str, fix: str) -> None:
+    """Raise unless the heads fit and each switch is one the variant has."""
+    llama_fits(hparams, source, fix)
+    for key, choices in CHOICES.items():
+        if hparams[key] not in choices:
+            raise PicoGPTError(_("{source}: {key}={value!r} is not one of {choices}; {fix}.")
+                               .format(source=source, key=key, value=hparams[key],
+                                       choices=", ".join(choices), fix=fix))
 
 
 n_vocab = engine.n_vocab  # the name generate.py asks an engine for: the head's rows
