@@ -69,6 +69,16 @@ def word(value: Any) -> bool:
     return isinstance(value, str)
 
 
+def absent_or(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    """check, or the key missing: a key a kind gained later, which older folders lack."""
+    return lambda value: value is None or check(value)
+
+
+def id_list(value: Any) -> bool:
+    """A list of token ids (whole numbers from 0; which ones fit, its fits check says)."""
+    return isinstance(value, list) and all(type(i) is int and i >= 0 for i in value)
+
+
 # What each check asks for, as the error line names it
 ASKS = {whole: N_("positive integers"), flag: N_("true or false"),
         positive: N_("positive numbers"), word: N_("words")}
@@ -266,13 +276,16 @@ LLAMA = Kind(
 # The training-only variant (llama/variant.py): a switch for each change between the blocks ---
 
 
+LINE_END, LINE_ENDS = absent_or(flag), absent_or(id_list)  # absent: a folder from before them
+ASKS |= {LINE_END: N_("true, false or absent"), LINE_ENDS: N_("lists of ids or absent")}
 VARIANT = Kind(
     name="variant", title="training variant",  # hparams.json: {"model": "variant", ...}
     hparams={**{key: whole for key in ("n_vocab", "n_ctx", "n_embd", "n_head", "n_kv_head",
                                        "d_head", "n_ffn", "n_layer")},
              "rope_theta": positive, "norm_eps": positive,
              **{key: word for key in variant.CHOICES},
-             **{key: flag for key in ("bias", "qk_norm", "tied", "zero_proj")}},
+             **{key: flag for key in ("bias", "qk_norm", "tied", "zero_proj")},
+             "line_end": LINE_END, "line_ends": LINE_ENDS},
     shapes=variant.shapes, stacks={"n_layer": ""}, init=variant.init_params,
     forward=variant.logits, loss_and_grads=variant.loss_and_grads, trace=variant.trace,
     decode_step=variant.decode_step, param_groups=variant.groups, n_vocab=variant.n_vocab,

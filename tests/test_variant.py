@@ -23,7 +23,7 @@ def lively(params: dict, rng) -> dict:
 
 def model(name: str, seed: int = 0, dtype=np.float32) -> tuple[dict, dict]:
     """hparams and lively weights of --variant name at SHAPE."""
-    hp = variant.variant_hparams(name, **SHAPE)
+    hp = variant.variant_hparams(name, **SHAPE, line_ends=[0, 1])
     rng = np.random.default_rng(seed)
     params = lively(variant.init_params(hp, rng), rng)
     return hp, tree_map(lambda a: a.astype(dtype), params)
@@ -82,7 +82,7 @@ def test_gradients_are_the_slopes(name):
         assert abs(slope - said) <= 1e-6 + 1e-5 * abs(slope), (name, leaf_name, slope, said)
 
 
-@pytest.mark.parametrize("name", ["gpt2", "llama", "rope"])
+@pytest.mark.parametrize("name", ["gpt2", "llama", "rope", "line-end"])
 def test_cache_gives_the_forward(name):
     """Prefill then one decode step at a time: each step's logits are the full forward's."""
     hp, p = model(name)
@@ -94,6 +94,54 @@ def test_cache_gives_the_forward(name):
     assert np.abs(np.stack(got) - want[3:]).max() < 1e-4 * np.abs(want).max()
 
 
+def test_line_distances_count_what_is_left_of_the_line():
+    """Against the definition written as a loop: after a whole line of n characters, a line's
+    k-th character has n - k still to come (0 from its last on), unknown (LINE_ROOM) before."""
+    ends = [0, 1]
+
+    def by_hand(ids):
+        out, whole, had, begun = [], None, 0, False
+        for i in ids:
+            if i in ends:
+                whole, had, begun = (had if begun and had else whole), 0, True
+            else:
+                had += 1
+            out.append(variant.LINE_ROOM if whole is None else
+                       min(max(whole - had, 0), variant.LINE_ROOM - 1))
+        return out
+
+    room = variant.LINE_ROOM
+    assert list(variant.line_distances([0, 5, 5, 5, 1, 5, 5, 5, 5, 0, 5], ends)) == [
+        room, room, room, room, 3, 2, 1, 0, 0, 4, 3]
+    rng = np.random.default_rng(4)
+    for n in range(1, 40):
+        ids = rng.integers(0, 5, (3, n))
+        assert all(list(row) == by_hand(ids_row)
+                   for row, ids_row in zip(variant.line_distances(ids, ends), ids))
+
+
+def test_the_line_end_cache_reads_lines_across_a_shared_prompt():
+    """Samples after a shared prompt, one dropped on the way: each step's logits are the full
+    forward's of that sample's ids (its distances need the prompt's lines)."""
+    hp, p = model("line-end")
+    rng = np.random.default_rng(5)
+    prompt = np.array([0, 4, 5, 6, 1, 7, 8])
+    rows = rng.choice([0, 1, 4, 5, 6], (3, 6))
+    shared = variant.KVCache(p, hp, len(prompt))
+    variant.prefill(prompt, p, hp, shared)
+    cache = variant.KVCache(p, hp, rows.shape[1], batch=(3,), prompt=shared)
+    live, worst = [0, 1, 2], 0.0
+    for t in range(rows.shape[1]):
+        if t == 3:
+            live = [0, 2]
+            cache.keep(live)
+        got = variant.decode_step(rows[live, t], p, hp, cache)
+        for j, row in enumerate(live):
+            want = variant.logits(np.concatenate([prompt, rows[row, : t + 1]]), p, hp)[-1]
+            worst = max(worst, np.abs(got[j] - want).max() / np.abs(want).max())
+    assert worst < 1e-4
+
+
 def test_groups_leave_tables_to_adamw():
     """Muon moves only the hidden matrices: the tables are embeddings, biases and gains apart."""
     hp, p = model("untied")
@@ -103,6 +151,7 @@ def test_groups_leave_tables_to_adamw():
     hp, p = model("gpt2")
     found = variant.groups(p)
     assert "wpe.weight" in found["embeddings"] and "norm.bias" in found["biases"]
+    assert "wle.weight" in variant.groups(model("line-end")[1])["embeddings"]
 
 
 def test_a_stopped_variant_run_with_muon_and_wsd_resumes_bit_for_bit(tmp_path, monkeypatch):
@@ -178,7 +227,7 @@ def test_a_variant_folder_runs_and_its_insides_are_refused_in_one_line(tmp_path)
 
     text = tmp_path / "verse.txt"
     text.write_text(verse_text(40), encoding="utf-8")
-    done = picogpt("--task", "poems", "--text", str(text), "--variant", "swiglu", "--n_layer",
+    done = picogpt("--task", "poems", "--text", str(text), "--variant", "line-end", "--n_layer",
                    "1", "--n_head", "2", "--n_embd", "16", "--n_ctx", "16", "--n_batch", "4",
                    "--steps", "3", "--n_held_out", "5", "--name", "v", "--models_dir",
                    str(tmp_path), entry=train_main)
@@ -192,3 +241,10 @@ def test_a_variant_folder_runs_and_its_insides_are_refused_in_one_line(tmp_path)
                           "a model of the training variant kind (v) trains for measuring only")
     assert_one_line_error(picogpt("甲乙", *model, "--explore"), "--explore shows the insides")
     assert not page.exists()
+    folder = json.loads((tmp_path / "v" / "hparams.json").read_text())
+    assert folder["line_ends"] and folder["line_end"]  # the poems' line ends, kept with it
+    (tmp_path / "v" / "hparams.json").write_text(json.dumps({**folder, "line_ends": [999]}))
+    assert_one_line_error(picogpt("甲乙", *model), "line_end needs line_ends")
+    text_run = picogpt("--task", "text", "--text", str(text), "--variant", "line-end",
+                       "--steps", "2", "--models_dir", str(tmp_path / "t"), entry=train_main)
+    assert_one_line_error(text_run, "--variant line-end reads where the poems' lines end")

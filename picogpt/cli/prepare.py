@@ -102,6 +102,9 @@ def check_variant(run: Run) -> None:
     if run.task not in ("text", "poems", "induction"):
         raise PicoGPTError(_("--variant trains --task text, poems or induction; --task {task} "
                              "trains its own model.").format(task=run.task))
+    if run.variant == "line-end" and run.task != "poems":
+        raise PicoGPTError(_("--variant line-end reads where the poems' lines end; it trains "
+                             "--task poems only."))
 
 
 def check_memory(n_layer: int, n_head: int, n_embd: int, n_ctx: int, n_batch: int,

@@ -13,6 +13,8 @@ time can be trained on GPT-2's block (`python -m picogpt.train --task poems --va
     qk_norm    an RMSNorm on each head's q and k (Qwen3)
     tied       the embedding unembeds (both) or an untied head, lm_head
     zero_proj  o_proj and down_proj start at zero (the speedrun's init), not small
+    line_end   a learned table of each character's distance to its line's end (SongNet's
+               signal), added as wpe is; hparams["line_ends"] are the ids that end a line
 
 With GPT-2's switches it computes model.gpt2's logits, and with LLaMA's llama/model.py's (tests
 hold both). Weights are named as llama/model.py's; a learned table is "wpe", a LayerNorm's and a
@@ -31,12 +33,11 @@ from . import engine
 from .engine import LlamaCache
 from .kind import llama_fits
 from .train import default_n_ffn
-from .variant_step import final_logits, loss_and_grads, stream  # noqa: F401 (the kind's step)
-
-KVCache = LlamaCache  # its cache holds n_kv_head heads, as the LLaMA kind's
+from .variant_step import LINE_ROOM, final_logits, line_distances, stream
+from .variant_step import loss_and_grads  # noqa: F401 (the kind's step)
 # The switches of each block: LLaMA's as llama/train.py trains it, and GPT-2's
 LLAMA = {"norm": "rms", "positions": "rope", "mlp": "swiglu", "bias": False, "qk_norm": False,
-         "tied": True, "zero_proj": False}
+         "tied": True, "zero_proj": False, "line_end": False}
 GPT2 = {**LLAMA, "norm": "layer", "positions": "learned", "mlp": "gelu", "bias": True}
 CHOICES = {"norm": ("rms", "layer"), "positions": ("rope", "learned"),
            "mlp": ("swiglu", "gelu", "relu2")}
@@ -53,16 +54,20 @@ VARIANTS = {
     "qk-norm": ("q/k norms on LLaMA's block", LLAMA, {"qk_norm": True}, "half"),
     "zero-proj": ("o_proj and down_proj from zero, on LLaMA's block", LLAMA,
                   {"zero_proj": True}, "half"),
+    "line-end": ("each character's distance to its line's end, on LLaMA's block", LLAMA,
+                 {"line_end": True}, "half"),
     "untied": ("an untied head on LLaMA's block", LLAMA, {"tied": False}, "half"),
 }
 
 
 def variant_hparams(name: str, n_vocab: int, n_ctx: int, n_embd: int, n_head: int,
-                    n_layer: int) -> dict:
-    """The hparams of --variant name at a run's shape."""
+                    n_layer: int, line_ends=()) -> dict:
+    """The hparams of --variant name at a run's shape (line_ends: the ids that end a line, for
+    the line-end table; the poems task gives its punctuation, line break and start token)."""
     _about, base, changed, kv = VARIANTS[name]
     n_kv_head = n_head // 2 if kv == "half" and n_head % 2 == 0 else n_head
-    return hparams(n_vocab, n_ctx, n_embd, n_head, n_layer, {**base, **changed}, n_kv_head)
+    hp = hparams(n_vocab, n_ctx, n_embd, n_head, n_layer, {**base, **changed}, n_kv_head)
+    return hp | ({"line_ends": sorted(int(i) for i in line_ends)} if hp["line_end"] else {})
 
 
 def shapes(hp: dict) -> dict[str, tuple[int, ...]]:
@@ -72,10 +77,10 @@ def shapes(hp: dict) -> dict[str, tuple[int, ...]]:
 
 
 def groups(params: dict) -> dict[str, list[str]]:
-    """The parameter groups: tables (embed_tokens, lm_head, wpe), gains, biases, matrices."""
+    """The parameter groups: tables (embed_tokens, lm_head, wpe, wle), gains, biases, matrices."""
     found = {group: [] for group in GROUPS}
     for name in flatten(params):
-        group = ("embeddings" if name.split(".")[0] in ("embed_tokens", "lm_head", "wpe") else
+        group = ("embeddings" if name.split(".")[0] in ("embed_tokens", "lm_head", "wpe", "wle") else
                  "biases" if name.endswith(".bias") else
                  "gains" if name.rsplit(".", 2)[-2].endswith("norm") else "matrices")
         found[group].append(name)
@@ -95,7 +100,7 @@ def hparams(n_vocab: int, n_ctx: int, n_embd: int, n_head: int, n_layer: int, sw
 
 def init_params(hp: dict, rng: np.random.Generator) -> dict:
     """GPT-2's and LLaMA's first weights: normal(0, 0.02), the two residual writers scaled by
-    1 / sqrt(2 n_layer) (or zero: zero_proj), wpe normal(0, 0.01), gains 1, biases 0."""
+    1 / sqrt(2 n_layer) (or zero: zero_proj), wpe and wle normal(0, 0.01), gains 1, biases 0."""
     e, d, f = hp["n_embd"], hp["d_head"], hp["n_ffn"]
     residual = 0.0 if hp["zero_proj"] else 0.02 / (2 * hp["n_layer"]) ** 0.5
 
@@ -124,6 +129,8 @@ def init_params(hp: dict, rng: np.random.Generator) -> dict:
                                .astype(np.float32)}}
     if hp["positions"] == "learned":
         params["wpe"] = {"weight": rng.normal(0.0, 0.01, (hp["n_ctx"], e)).astype(np.float32)}
+    if hp.get("line_end"):
+        params["wle"] = {"weight": rng.normal(0.0, 0.01, (LINE_ROOM + 1, e)).astype(np.float32)}
     params["blocks"] = [block() for _ in range(hp["n_layer"])]
     params["norm"] = norm()
     if not hp["tied"]:
@@ -145,18 +152,48 @@ def trace(ids, params: dict, hp: dict, names=None) -> tuple[np.ndarray, dict]:
     return out, {k: v for k, v in values.items() if names is None or k in names}
 
 
-def extend(ids, params: dict, hp: dict, cache: LlamaCache) -> np.ndarray:
+class VariantCache(LlamaCache):
+    """The LLaMA kind's cache (n_kv_head heads a block), which also keeps the ids it has seen:
+    a new character's distance to its line's end depends on the lines before it."""
+
+    seen = None  # this cache's own ids, [*batch, n]; the first layers[0].n_past are current
+
+    def ids(self, new) -> np.ndarray:
+        """Every id so far, the shared prompt's first, then new's [..., n_new]; keeps new."""
+        own = np.asarray(new)
+        if self.seen is not None:
+            own = np.concatenate([self.seen[..., : self.layers[0].n_past], own], axis=-1)
+        self.seen = own
+        if self.prompt is None:
+            return own
+        before = self.prompt.seen[..., : self.prompt.n_past]
+        return np.concatenate([np.broadcast_to(before, own.shape[:-1] + before.shape[-1:]), own],
+                              axis=-1)
+
+    def keep(self, rows: list[int]) -> None:
+        """Drop every batch row but these, their ids too."""
+        super().keep(rows)
+        self.seen = self.seen[rows]
+
+
+KVCache = VariantCache  # the name generate.py asks an engine for
+
+
+def extend(ids, params: dict, hp: dict, cache: VariantCache) -> np.ndarray:
     """The variant on new positions only, through the cache: the last position's logits."""
-    x = stream(ids, params, hp, cache.n_past, [layer.attend for layer in cache.layers])[0]
+    lines = None
+    if hp.get("line_end"):
+        lines = line_distances(cache.ids(ids), hp["line_ends"])[..., -np.shape(ids)[-1] :]
+    x = stream(ids, params, hp, cache.n_past, [layer.attend for layer in cache.layers], lines)[0]
     return final_logits(x[..., -1, :], params, hp)
 
 
-def prefill(ids, params: dict, hp: dict, cache: LlamaCache, chunk: int | None = None):
+def prefill(ids, params: dict, hp: dict, cache: VariantCache, chunk: int | None = None):
     """A prompt into the cache, as kvcache.prefill: the last logits."""
     return kvcache.prefill(ids, params, hp, cache, chunk, extend_with=extend)
 
 
-def decode_step(next_ids, params: dict, hp: dict, cache: LlamaCache) -> np.ndarray:
+def decode_step(next_ids, params: dict, hp: dict, cache: VariantCache) -> np.ndarray:
     """One new position for each batch row, as kvcache.decode_step."""
     return kvcache.decode_step(next_ids, params, hp, cache, extend_with=extend)
 
@@ -179,6 +216,12 @@ def fits(hparams: dict, source: str, fix: str) -> None:
             raise PicoGPTError(_("{source}: {key}={value!r} is not one of {choices}; {fix}.")
                                .format(source=source, key=key, value=hparams[key],
                                        choices=", ".join(choices), fix=fix))
+    ends = hparams.get("line_ends")
+    if hparams.get("line_end") and not (isinstance(ends, list) and all(
+            type(i) is int and 0 <= i < hparams["n_vocab"] for i in ends)):
+        raise PicoGPTError(_("{source}: line_end needs line_ends, a list of the ids that end a "
+                             "line, each under n_vocab ({n_vocab}); {fix}.").format(
+                                 source=source, n_vocab=hparams["n_vocab"], fix=fix))
 
 
 n_vocab = engine.n_vocab  # the name generate.py asks an engine for: the head's rows

@@ -15,6 +15,26 @@ from ..model import future_mask, merge_heads, split_heads
 from .fasttrain import attention, attention_backward, linear, linear_backward, side_by_side
 from .model import rope, rope_angles
 
+LINE_ROOM = 16  # the line-end table's rows: distances 0-15 (a longer one is 15), then "not known"
+
+
+def line_distances(ids, line_ends) -> np.ndarray:
+    """Each position's characters still to come in its line, SongNet's signal: the last whole
+    line's length less the characters its own line has had through it (0 on a line's last
+    character, and after it, as its punctuation closes a line of the same length). A line is
+    whole between two of line_ends' ids; before one has been seen, LINE_ROOM ("not known").
+    [..., n_seq] ids -> [..., n_seq] rows of the table "wle"."""
+    ids = np.asarray(ids)
+    at = np.arange(ids.shape[-1])
+    ends = np.isin(ids, line_ends)
+    last_end = np.maximum.accumulate(np.where(ends, at, -1), axis=-1)  # -1: none yet
+    had = at - last_end  # the line's characters through each position (an end: 0)
+    before = np.concatenate([np.full(ids.shape[:-1] + (1,), -1), last_end[..., :-1]], axis=-1)
+    whole = ends & (before >= 0) & (at - before > 1)  # ends a line that began in view
+    last_whole = np.maximum.accumulate(np.where(whole, at, -1), axis=-1)
+    length = np.take_along_axis(at - before - 1, np.maximum(last_whole, 0), axis=-1)
+    return np.where(last_whole >= 0, np.clip(length - had, 0, LINE_ROOM - 1), LINE_ROOM)
+
 
 def norm(x: np.ndarray, p: dict, eps: float) -> tuple:
     """RMSNorm, or LayerNorm when p has a bias: out, and the normed x and 1 / rms it keeps."""
@@ -129,9 +149,10 @@ def block_backward(dout: np.ndarray, block: dict, hp: dict, cos, sin, kept: dict
                       "post_attention_layernorm": dpost, "mlp": dmlp}
 
 
-def stream(ids, params: dict, hp: dict, n_past: int = 0, attends=None) -> tuple:
+def stream(ids, params: dict, hp: dict, n_past: int = 0, attends=None, lines=None) -> tuple:
     """The residual stream after every block, positions from n_past, with each block's values
-    (attends: each block's KV cache step, or None: causal attention over ids alone)."""
+    (attends: each block's KV cache step, or None: causal attention over ids alone; lines: the
+    line-end table's rows of ids, when earlier ids decide them, else line_distances(ids))."""
     ids = np.asarray(ids)
     n_seq = ids.shape[-1]
     cos, sin = rope_angles(n_past, n_seq, hp["d_head"], hp["rope_theta"])
@@ -139,6 +160,9 @@ def stream(ids, params: dict, hp: dict, n_past: int = 0, attends=None) -> tuple:
     x = params["embed_tokens"]["weight"][ids]  # [..., n_seq, n_embd]
     if hp["positions"] == "learned":
         x = x + params["wpe"]["weight"][n_past : n_past + n_seq]
+    if hp.get("line_end"):
+        x = x + params["wle"]["weight"][line_distances(ids, hp["line_ends"]) if lines is None
+                                        else lines]
     kept = []
     for i, block in enumerate(params["blocks"]):
         x, values = block_forward(x, block, hp, cos, sin, mask, attends and attends[i])
@@ -156,7 +180,8 @@ def loss_and_grads(batch, params: dict, hp: dict) -> tuple[float, dict]:
     """The mean cross-entropy (nats per token) of (inputs, targets) windows, and every
     gradient in params' structure."""
     inputs, targets = (np.atleast_2d(a) for a in batch)
-    x, kept, (cos, sin) = stream(inputs, params, hp)
+    lines = line_distances(inputs, hp["line_ends"]) if hp.get("line_end") else None
+    x, kept, (cos, sin) = stream(inputs, params, hp, lines=lines)
     out, normed, rstd = norm(x, params["norm"], hp["norm_eps"])
     rows = out.reshape(-1, out.shape[-1])  # [n_rows, n_embd]
     head = params.get("lm_head", params["embed_tokens"])["weight"]  # [n_vocab, n_embd]
@@ -182,4 +207,8 @@ def loss_and_grads(batch, params: dict, hp: dict) -> tuple[float, dict]:
         dwpe = np.zeros_like(params["wpe"]["weight"])
         dwpe[: inputs.shape[-1]] = dx.sum(axis=0)
         grads["wpe"] = {"weight": dwpe}
+    if "wle" in params:
+        dwle = np.zeros_like(params["wle"]["weight"])
+        np.add.at(dwle, lines.reshape(-1), dx.reshape(-1, dx.shape[-1]))
+        grads["wle"] = {"weight": dwle}
     return loss, grads

@@ -172,11 +172,13 @@ def kind_block(row, hparams: dict, n_ctx: int, hf_files=None, hf_weights=None) -
         hf_files, hf_weights)
 
 
-def block(run: Run, n_vocab: int) -> Block:
-    """The block run trains, for a vocabulary of n_vocab tokens."""
+def block(run: Run, n_vocab: int, line_ends=()) -> Block:
+    """The block run trains, for a vocabulary of n_vocab tokens (line_ends: the ids that end a
+    line, for the line-end variant)."""
     if run.variant is not None:  # one change at a time (llama/variant.py), for measuring
         return kind_block(KINDS["variant"], variant.variant_hparams(
-            run.variant, n_vocab, run.n_ctx, run.n_embd, run.n_head, run.n_layer), run.n_ctx)
+            run.variant, n_vocab, run.n_ctx, run.n_embd, run.n_head, run.n_layer, line_ends),
+            run.n_ctx)
     if run.model == "llama":  # its row of the table of kinds, hparams from the run's flags
         hparams = llama_training.hparams(n_vocab, run.n_ctx, run.n_embd, run.n_head,
                                          run.n_layer, run.n_kv_head, run.n_ffn, run.rope_theta)

@@ -214,7 +214,8 @@ def plan(run: Run, data: Poems) -> Plan:
         raise PicoGPTError(_("the poems are {n} characters; training on windows of {m} needs "
                              "at least {need}. Give a longer text.").format(
                                  n=len(all_ids), m=n_ctx + 1, need=2 * (n_ctx + 1)))
-    model = block(run, encoder.n_vocab)
+    model = block(run, encoder.n_vocab, line_ends=sorted(
+        {encoder.start, *encoder.encode(PUNCTUATION + "\n")} - {encoder.unknown}))
     rng = np.random.default_rng(run.seed)
     params = model.init_params(rng)
     n_verse = round(n_batch * run.options.verse_share) if len(verse_ids) > n_ctx + 1 else 0

@@ -56,6 +56,8 @@ ROWS = {
                     {"model": "llama", "n_batch": 8}),
     "muon": ("Muon on the LLaMA block's hidden matrices, AdamW for the rest",
              {"model": "llama", "optimizer": "muon"}),
+    "line-end": ("each character's distance to its line's end (a learned table) on the LLaMA "
+                 "block", {"variant": "line-end"}),
 }
 
 
