@@ -33,8 +33,14 @@ from . import engine
 from .engine import LlamaCache
 from .kind import llama_fits
 from .train import default_n_ffn
-from .variant_step import LINE_ROOM, final_logits, line_distances, stream
-from .variant_step import loss_and_grads  # noqa: F401 (the kind's step)
+from .variant_step import (  # noqa: F401 (loss_and_grads: the kind's step)
+    LINE_ROOM,
+    final_logits,
+    line_distances,
+    loss_and_grads,
+    stream,
+)
+
 # The switches of each block: LLaMA's as llama/train.py trains it, and GPT-2's
 LLAMA = {"norm": "rms", "positions": "rope", "mlp": "swiglu", "bias": False, "qk_norm": False,
          "tied": True, "zero_proj": False, "line_end": False}
@@ -78,9 +84,9 @@ def shapes(hp: dict) -> dict[str, tuple[int, ...]]:
 
 def groups(params: dict) -> dict[str, list[str]]:
     """The parameter groups: tables (embed_tokens, lm_head, wpe, wle), gains, biases, matrices."""
-    found = {group: [] for group in GROUPS}
+    found, tables = {group: [] for group in GROUPS}, ("embed_tokens", "lm_head", "wpe", "wle")
     for name in flatten(params):
-        group = ("embeddings" if name.split(".")[0] in ("embed_tokens", "lm_head", "wpe", "wle") else
+        group = ("embeddings" if name.split(".")[0] in tables else
                  "biases" if name.endswith(".bias") else
                  "gains" if name.rsplit(".", 2)[-2].endswith("norm") else "matrices")
         found[group].append(name)
