@@ -4,6 +4,7 @@ each training task is one row of TASKS.
     gpt2         GPT-2 (model.py, fast.py, kvcache.py, inside.py; backward.py and fasttrain.py)
     transformer  the 2017 encoder-decoder of the couplet task (the package transformer/)
     llama        the LLaMA family's block: LLaMA, Qwen2/2.5, Qwen3 (the package llama/)
+    variant      training only: a switch for each change between those two (llama/variant.py)
 
 A model folder's hparams.json names its kind: {"model": "transformer", ...}. No "model" is GPT-2,
 as in every folder written before the table (OpenAI's hparams.json has none). `kind_of` reads it,

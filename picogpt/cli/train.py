@@ -91,8 +91,9 @@ SHARED_FLAGS = {
     "variant": (str | None, "train a training-only block of picogpt/llama/variant.py, one "
                             "change between GPT-2's block and LLaMA's at a time, for measuring "
                             "(docs/why-llama.md): rope, rmsnorm, swiglu, gqa (each alone on "
-                            "GPT-2's block), relu2, qk-norm, zero-proj, untied (on LLaMA's), "
-                            "gpt2 or llama (the blocks themselves)."),
+                            "GPT-2's block), relu2, qk-norm, zero-proj, untied, line-end (on "
+                            "LLaMA's; line-end: --task poems), gpt2 or llama (the blocks "
+                            "themselves)."),
     "n_batch": (int | None, "windows per step."),
     "steps": (int | None, "optimiser steps."),
     "lr": (float | None, "peak learning rate, reached after the warm-up; then a cosine down to "
