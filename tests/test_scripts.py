@@ -154,3 +154,17 @@ def test_decoder_only_scores_the_xia_ju_and_its_end_given_the_shang_ju(tmp_path)
             assert len(sample[model]) == len(sample["上句"])
         assert not set(sample["decoder-only"]) & set("，。")
     assert table(result)[2].startswith("| encoder-decoder | ")
+
+
+def test_a_row_with_another_rows_step_takes_its_time_untimed(tmp_path):
+    """why_llama.py: wsd and zero-proj run the LLaMA row's products, so they take its idle step
+    time rather than a timing in turns whose noise would give the same step fewer steps."""
+    import json
+    from types import SimpleNamespace
+
+    from scripts.benchmarks import why_llama
+
+    (tmp_path / "step_seconds.json").write_text(json.dumps({"llama": {"seconds": 0.1134}}))
+    args = SimpleNamespace(relative_to="llama", text=str(tmp_path / "no poems here"))
+    times = why_llama.calibrated(["wsd", "zero-proj"], args, tmp_path, again=True)
+    assert times["wsd"]["seconds"] == times["zero-proj"]["seconds"] == 0.1134
