@@ -120,10 +120,12 @@ def test_line_distances_count_what_is_left_of_the_line():
                    for row, ids_row in zip(variant.line_distances(ids, ends), ids))
 
 
-def test_the_line_end_cache_reads_lines_across_a_shared_prompt():
+@pytest.mark.parametrize("name", ["line-end", "rope"])
+def test_the_line_end_cache_reads_lines_across_a_shared_prompt(name):
     """Samples after a shared prompt, one dropped on the way: each step's logits are the full
-    forward's of that sample's ids (its distances need the prompt's lines)."""
-    hp, p = model("line-end")
+    forward's of that sample's ids (line-end's distances need the prompt's lines; a variant
+    without the table keeps no ids)."""
+    hp, p = model(name)
     rng = np.random.default_rng(5)
     prompt = np.array([0, 4, 5, 6, 1, 7, 8])
     rows = rng.choice([0, 1, 4, 5, 6], (3, 6))

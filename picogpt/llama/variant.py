@@ -179,7 +179,8 @@ class VariantCache(LlamaCache):
     def keep(self, rows: list[int]) -> None:
         """Drop every batch row but these, their ids too."""
         super().keep(rows)
-        self.seen = self.seen[rows]
+        if self.seen is not None:  # kept only for the line-end table
+            self.seen = self.seen[rows]
 
 
 KVCache = VariantCache  # the name generate.py asks an engine for
@@ -222,9 +223,8 @@ def fits(hparams: dict, source: str, fix: str) -> None:
             raise PicoGPTError(_("{source}: {key}={value!r} is not one of {choices}; {fix}.")
                                .format(source=source, key=key, value=hparams[key],
                                        choices=", ".join(choices), fix=fix))
-    ends = hparams.get("line_ends")
-    if hparams.get("line_end") and not (isinstance(ends, list) and all(
-            type(i) is int and 0 <= i < hparams["n_vocab"] for i in ends)):
+    ends = hparams.get("line_ends")  # the kind's check made it a list of ids, or absent
+    if hparams.get("line_end") and (ends is None or any(i >= hparams["n_vocab"] for i in ends)):
         raise PicoGPTError(_("{source}: line_end needs line_ends, a list of the ids that end a "
                              "line, each under n_vocab ({n_vocab}); {fix}.").format(
                                  source=source, n_vocab=hparams["n_vocab"], fix=fix))
